@@ -1,0 +1,195 @@
+"""Completer: buffers job outcomes and writes them in one statement per kind per flush."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from datetime import datetime
+
+import anyio
+import asyncpg
+
+from ._types import Connection
+
+from ._job import Job
+from ._retry import is_transient, reconnect_delay
+from ._sql import Statements
+
+logger = logging.getLogger("aiopgq.completer")
+
+
+class Outcomes:
+    """Outcomes not yet written, as column arrays ready for `unnest`."""
+
+    def __init__(self) -> None:
+        self.done_ids: list[int] = []
+        self.done_attempts: list[int] = []
+        self.done_results: list[str | None] = []
+        self.error_ids: list[int] = []
+        self.error_attempts: list[int] = []
+        self.error_delays: list[float] = []
+        self.error_texts: list[str] = []
+        self.error_final: list[bool] = []
+        self.release_ids: list[int] = []
+        self.release_attempts: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.done_ids) + len(self.error_ids) + len(self.release_ids)
+
+    def ids(self) -> list[int]:
+        return self.done_ids + self.error_ids + self.release_ids
+
+    def done(self, job: Job, result: str | None) -> None:
+        self.done_ids.append(job.id)
+        self.done_attempts.append(job.attempts)
+        self.done_results.append(result)
+
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
+        self.error_ids.append(job.id)
+        self.error_attempts.append(job.attempts)
+        self.error_delays.append(delay)
+        self.error_texts.append(error)
+        self.error_final.append(final)
+
+    def release(self, job: Job) -> None:
+        self.release_ids.append(job.id)
+        self.release_attempts.append(job.attempts)
+
+    async def write(
+        self, conn: Connection, sql: Statements, worker_id: str
+    ) -> list[datetime]:
+        """Apply every outcome (at most three statements); returns retry times scheduled."""
+        retry_times: list[datetime] = []
+        if self.done_ids:
+            await conn.execute(
+                sql.complete_done, self.done_ids, self.done_attempts, self.done_results, worker_id
+            )
+        if self.error_ids:
+            rows = await conn.fetch(
+                sql.complete_error,
+                self.error_ids,
+                self.error_attempts,
+                self.error_delays,
+                self.error_texts,
+                self.error_final,
+                worker_id,
+            )
+            retry_times = [row[2] for row in rows if row[1] == "pending"]
+        if self.release_ids:
+            await conn.execute(sql.release, self.release_ids, self.release_attempts, worker_id)
+        return retry_times
+
+
+class Completer:
+    """Flushes outcomes every `batch_size` outcomes or `interval` seconds, whichever first.
+
+    A flush that hits a transient database error keeps its outcomes and tries
+    again with backoff; until then the jobs stay `running` under this worker's
+    heartbeat, so nothing is lost and nothing is run twice.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        sql: Statements,
+        worker_id: str,
+        *,
+        batch_size: int,
+        interval: float,
+        on_retry_scheduled: Callable[[datetime], None],
+        on_flushed: Callable[[], None],
+    ) -> None:
+        self._pool = pool
+        self._sql = sql
+        self._worker_id = worker_id
+        self._batch_size = batch_size
+        self._interval = interval
+        self._on_retry_scheduled = on_retry_scheduled
+        self._on_flushed = on_flushed
+        self._buffer = Outcomes()
+        self._writing = Outcomes()
+        self._flush_requested = anyio.Event()
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    @property
+    def backlog(self) -> int:
+        """Outcomes not yet committed (buffered or being written)."""
+        return len(self._buffer) + len(self._writing)
+
+    def in_flight_ids(self) -> list[int]:
+        """Jobs finished here whose outcome is not committed: still ours to heartbeat."""
+        return self._buffer.ids() + self._writing.ids()
+
+    def done(self, job: Job, result: str | None) -> None:
+        self._buffer.done(job, result)
+        self._added()
+
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
+        self._buffer.error(job, delay, error, final)
+        self._added()
+
+    def release(self, job: Job) -> None:
+        self._buffer.release(job)
+        self._added()
+
+    def _added(self) -> None:
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+        if len(self._buffer) >= self._batch_size:
+            self._flush_requested.set()
+
+    async def wait_idle(self) -> None:
+        """Return once every outcome recorded so far is committed."""
+        while self.backlog:
+            self._flush_requested.set()
+            await self._idle.wait()
+
+    async def run(self) -> None:
+        """Flush forever; cancel to stop (call `flush_all` afterwards to drain)."""
+        while True:
+            with anyio.move_on_after(self._interval):
+                await self._flush_requested.wait()
+            if self._buffer:
+                await self._flush()
+
+    async def flush_all(self) -> None:
+        """Write everything buffered, retrying transient errors (used at shutdown)."""
+        while self.backlog:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        self._flush_requested = anyio.Event()
+        if not self._writing:
+            self._writing, self._buffer = self._buffer, Outcomes()
+        failures = 0
+        while True:
+            try:
+                async with self._pool.acquire() as conn:
+                    retry_times = await self._writing.write(conn, self._sql, self._worker_id)
+                break
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                delay = reconnect_delay(failures)
+                logger.warning(
+                    "writing %d job outcomes failed (%s); retrying in %.1f s",
+                    len(self._writing),
+                    exc,
+                    delay,
+                    extra={"outcomes": len(self._writing), "attempt": failures},
+                )
+                await anyio.sleep(delay)
+        self._writing = Outcomes()
+        if retry_times:
+            self._on_retry_scheduled(min(retry_times))
+        if not self._buffer:
+            self._idle.set()
+        self._on_flushed()
+
+
+def clamp_delay(delay: float) -> float:
+    """A finite, non-negative backoff in seconds."""
+    return delay if math.isfinite(delay) and delay >= 0 else 0.0

@@ -1,0 +1,189 @@
+"""Dispatcher: runs fetched jobs under the worker's task group and reports outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import asyncpg
+from anyio.abc import TaskGroup
+
+from ._completer import Completer, Outcomes, clamp_delay
+from ._job import Job, JobStatus, _current_job
+from ._payload import encode_result
+from ._task import Task
+
+logger = logging.getLogger("aiopgq.worker")
+
+_MAX_ERROR_CHARS = 8000
+
+
+def job_from_row(row: asyncpg.Record) -> tuple[Job, str]:
+    """A claimed row as a Job (payload still JSON text: decoding may fail per job)."""
+    job = Job(
+        id=row[0],
+        queue=row[1],
+        task=row[2],
+        payload={},
+        priority=row[4],
+        attempts=row[5],
+        max_attempts=row[6],
+        run_at=row[7],
+        created_at=row[8],
+        status=JobStatus.RUNNING,
+    )
+    return job, row[3]
+
+
+def describe_error(exc: BaseException) -> str:
+    """Exception type, message and traceback, trimmed for the last_error column."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(text) > _MAX_ERROR_CHARS:
+        text = text[:1000] + "\n...\n" + text[-(_MAX_ERROR_CHARS - 1000) :]
+    return text
+
+
+class Dispatcher:
+    """Starts one task per job and turns its ending into an outcome.
+
+    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode).
+    """
+
+    def __init__(
+        self,
+        tasks: Mapping[str, Task[Any, Any]],
+        completer: Completer,
+        *,
+        on_slot_freed: Callable[[], None],
+    ) -> None:
+        self._tasks = tasks
+        self._completer = completer
+        self._on_slot_freed = on_slot_freed
+        self.running: dict[int, Job] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
+
+    def start(
+        self, group: TaskGroup, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
+    ) -> None:
+        target = sink if sink is not None else self._completer
+        if rows:
+            self._idle.clear()
+        for row in rows:
+            job, payload = job_from_row(row)
+            self.running[job.id] = job
+            group.start_soon(self._run, job, payload, target, name=f"aiopgq job {job.id}")
+
+    async def wait_idle(self) -> None:
+        """Return when no job is running."""
+        await self._idle.wait()
+
+    async def _run(self, job: Job, payload_text: str, sink: Completer | Outcomes) -> None:
+        task = self._tasks.get(job.task)
+        try:
+            if task is None:
+                sink.error(job, 0.0, _unknown_task_message(job, self._tasks), True)
+                return
+            try:
+                payload = json.loads(payload_text)
+                if not isinstance(payload, dict):
+                    raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
+                arguments = task.bind((), payload)
+            except (TypeError, ValueError) as exc:
+                message = (
+                    f"job {job.id} of task {job.task} cannot run: its payload does not match "
+                    f"the task's arguments ({exc}); fix the producer and enqueue it again"
+                )
+                sink.error(job, 0.0, message, True)
+                return
+            await self._call(task, job, arguments, sink)
+        finally:
+            del self.running[job.id]
+            if not self.running:
+                self._idle.set()
+            self._on_slot_freed()
+
+    async def _call(
+        self, task: Task[Any, Any], job: Job, arguments: dict[str, Any], sink: Completer | Outcomes
+    ) -> None:
+        job = _with_payload(job, arguments)
+        token = _current_job.set(job)
+        try:
+            with anyio.move_on_after(task.timeout) as deadline:
+                if task.is_async:
+                    result = await task.fn(**arguments)
+                else:
+                    call = functools.partial(task.fn, **arguments)
+                    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            if deadline.cancelled_caught:
+                raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
+        except anyio.get_cancelled_exc_class():
+            if self.releasing:
+                sink.release(job)
+                raise
+            self._failed(task, job, _Cancelled(), sink)
+        except BaseException as exc:
+            self._failed(task, job, exc, sink)
+        else:
+            try:
+                result_text = encode_result(result)
+            except (TypeError, ValueError) as exc:
+                message = (
+                    f"task {task.name} returned a {type(result).__name__} that cannot be "
+                    f"stored as JSON ({exc}); the job ran but its result is lost: return "
+                    "JSON types (or None)"
+                )
+                sink.error(job, 0.0, message, True)
+                return
+            sink.done(job, result_text)
+        finally:
+            _current_job.reset(token)
+
+    def _failed(
+        self, task: Task[Any, Any], job: Job, exc: BaseException, sink: Completer | Outcomes
+    ) -> None:
+        final = job.attempts >= job.max_attempts
+        delay = 0.0 if final else clamp_delay(task.retry.delay(job.attempts))
+        if logger.isEnabledFor(logging.WARNING):
+            logger.warning(
+                "job %s (%s) attempt %s/%s failed: %r%s",
+                job.id,
+                job.task,
+                job.attempts,
+                job.max_attempts,
+                exc,
+                "" if final else f"; retrying in {delay:.1f} s",
+                extra={
+                    "job_id": job.id,
+                    "task": job.task,
+                    "queue": job.queue,
+                    "attempt": job.attempts,
+                },
+            )
+        sink.error(job, delay, describe_error(exc), False)
+
+
+class _Cancelled(Exception):
+    def __str__(self) -> str:
+        return "the job was cancelled from inside (CancelledError raised by the handler)"
+
+
+def _with_payload(job: Job, arguments: dict[str, Any]) -> Job:
+    object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
+    return job
+
+
+def _unknown_task_message(job: Job, tasks: Mapping[str, Task[Any, Any]]) -> str:
+    known = ", ".join(sorted(tasks)) or "none"
+    return (
+        f"job {job.id}: no task named {job.task!r} is registered in this worker "
+        f"(known: {known}); register it with @queue.task(name={job.task!r}) and "
+        "enqueue the job again"
+    )

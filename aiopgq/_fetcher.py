@@ -1,0 +1,180 @@
+"""Fetcher: the only coroutine that asks the database for work.
+
+free = concurrency - running; if free > 0, claim up to `free` jobs in one
+statement. A full batch fetches again as soon as slots free up; a short batch
+sleeps until a NOTIFY, the earliest retry time this worker scheduled, or the
+poll interval, whichever comes first. Wake-ups are hints: the dequeue decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+import anyio
+import asyncpg
+
+from ._types import Connection
+from anyio.abc import TaskGroup
+
+from ._completer import Completer, Outcomes
+from ._dispatcher import Dispatcher
+from ._retry import is_transient, reconnect_delay
+from ._sql import Statements
+
+logger = logging.getLogger("aiopgq.fetcher")
+
+
+class Fetcher:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        sql: Statements,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        concurrency: int,
+        poll_interval: float,
+        dispatcher: Dispatcher,
+        completer: Completer,
+    ) -> None:
+        self._pool = pool
+        self._worker_id = worker_id
+        self._concurrency = concurrency
+        self._poll_interval = poll_interval
+        self._dispatcher = dispatcher
+        self._completer = completer
+        # Never let more than two batches of outcomes wait for the database.
+        self._max_backlog = 2 * concurrency
+        self._statement = sql.dequeue_one_queue if len(queues) == 1 else sql.dequeue
+        self._queues_arg: str | list[str] = queues[0] if len(queues) == 1 else list(queues)
+        self._sql = sql
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()  # a slot or a completion backlog freed up
+        self._next_run_at: float | None = None
+        self._stopping = False
+        self.fetches = 0
+
+    def wake(self) -> None:
+        """A hint that new work may be runnable (NOTIFY, reconnect, rescue)."""
+        self._wake.set()
+
+    def progress(self) -> None:
+        """A job finished or outcomes were committed: there may be room to fetch."""
+        self._progress.set()
+
+    def retry_scheduled(self, when: datetime) -> None:
+        at = when.timestamp()
+        if self._next_run_at is None or at < self._next_run_at:
+            self._next_run_at = at
+            self._wake.set()  # re-arm the sleep with the earlier deadline
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._progress.set()
+
+    async def _dequeue(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
+        self.fetches += 1
+        rows: list[asyncpg.Record] = await conn.fetch(
+            self._statement, self._queues_arg, limit, self._worker_id
+        )
+        return rows
+
+    async def run(self, group: TaskGroup, *, burst: bool = False) -> None:
+        """Fetch and dispatch until stop() (or, with burst, until nothing is runnable)."""
+        failures = 0
+        while not self._stopping:
+            free = self._concurrency - len(self._dispatcher.running)
+            backlog = self._completer.backlog
+            if free <= 0 or backlog >= self._max_backlog:
+                await self._wait_progress()
+                continue
+            settled = backlog == 0 and not self._dispatcher.running
+            self._wake.clear()
+            try:
+                async with self._pool.acquire() as conn:
+                    rows = await self._dequeue(conn, free)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                delay = reconnect_delay(failures)
+                logger.warning("fetching jobs failed (%s); retrying in %.1f s", exc, delay)
+                await self._sleep(delay)
+                continue
+            failures = 0
+            if rows:
+                self._dispatcher.start(group, rows)
+            if len(rows) == free:
+                continue
+            if burst:
+                if settled and not rows:
+                    return  # everything we ran is committed and nothing is runnable
+                await self._wait_progress()
+                continue
+            await self._sleep(self._sleep_timeout())
+
+    async def run_holding(self, *, burst: bool = False) -> None:
+        """Hold-the-transaction mode: claim, run and complete each batch in one transaction.
+
+        The claimed rows stay locked by the open transaction while the jobs run, so a
+        crash rolls them back to pending at once (the attempt is not counted).
+        """
+        failures = 0
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                rows = await self._run_held_batch()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                delay = reconnect_delay(failures)
+                logger.warning("held batch failed (%s); retrying in %.1f s", exc, delay)
+                await self._sleep(delay)
+                continue
+            failures = 0
+            if rows == self._concurrency:
+                continue
+            if burst and rows == 0:
+                return
+            if not burst:
+                await self._sleep(self._sleep_timeout())
+
+    async def _run_held_batch(self) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await self._dequeue(conn, self._concurrency)
+            if rows:
+                outcomes = Outcomes()
+                async with anyio.create_task_group() as batch:
+                    self._dispatcher.start(batch, rows, sink=outcomes)
+                retry_times = await outcomes.write(conn, self._sql, self._worker_id)
+                if retry_times:
+                    self.retry_scheduled(min(retry_times))
+        return len(rows)
+
+    def _sleep_timeout(self) -> float:
+        timeout = self._poll_interval
+        if self._next_run_at is not None:
+            until = self._next_run_at - time.time()
+            if until <= 0:
+                self._next_run_at = None
+                return 0.0
+            timeout = min(timeout, until)
+        return timeout
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and not self._wake.is_set():
+            with anyio.move_on_after(seconds):
+                await self._wake.wait()
+
+    async def _wait_progress(self) -> None:
+        self._progress.clear()
+        free = self._concurrency - len(self._dispatcher.running)
+        if (free > 0 and self._completer.backlog < self._max_backlog) or self._stopping:
+            return
+        await self._progress.wait()

@@ -1,0 +1,59 @@
+"""Jobs as the user sees them."""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class JobStatus(str, enum.Enum):
+    """Where a job is in its life: pending -> running -> done / failed / cancelled."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job row.
+
+    >>> job = await add.enqueue(1, b=2)
+    >>> (await queue.get_job(job.id)).status
+    """
+
+    id: int
+    task: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    run_at: datetime
+    created_at: datetime
+    status: JobStatus = JobStatus.PENDING
+    attempts: int = 0
+    max_attempts: int = 1
+    last_error: str | None = None
+    result: Any = None
+    locked_by: str | None = None
+    heartbeat_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+_current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("aiopgq_current_job")
+
+
+def current_job() -> Job:
+    """The job the calling handler is running (its id, attempt, queue...).
+
+    >>> @queue.task()
+    ... async def work() -> None: print(current_job().attempts)
+    """
+    try:
+        return _current_job.get()
+    except LookupError:
+        raise RuntimeError("current_job() is only available inside a running task") from None

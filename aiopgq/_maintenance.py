@@ -1,0 +1,87 @@
+"""Maintenance: rescue jobs of dead workers, prune finished rows. One leader at a time."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+
+import anyio
+import asyncpg
+
+from ._types import Connection
+
+from ._retry import is_transient
+from ._sql import Statements
+
+logger = logging.getLogger("aiopgq.maintenance")
+
+_BATCH = 1000
+
+
+def _leader_key(schema: str) -> int:
+    return zlib.crc32(b"aiopgq-maintenance:" + schema.encode()) & 0x7FFFFFFF
+
+
+async def run_maintenance(
+    pool: asyncpg.Pool,
+    sql: Statements,
+    *,
+    interval: float,
+    visibility_timeout: float,
+    retention: float | None,
+) -> None:
+    """Every `interval` seconds, if no other worker is doing it right now: rescue, prune."""
+    while True:
+        try:
+            await maintain_once(
+                pool, sql, visibility_timeout=visibility_timeout, retention=retention
+            )
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            logger.warning("maintenance pass failed (%s); will retry", exc)
+        await anyio.sleep(interval)
+
+
+async def maintain_once(
+    pool: asyncpg.Pool, sql: Statements, *, visibility_timeout: float, retention: float | None
+) -> tuple[int, int]:
+    """One pass; returns (jobs rescued, rows pruned). Each batch is its own short transaction."""
+    rescued = pruned = 0
+    async with pool.acquire() as conn:
+        while True:
+            async with conn.transaction():
+                if not await _lead(conn, sql):
+                    return rescued, pruned
+                rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
+                for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
+                    await conn.execute("SELECT pg_notify($1, $2)", sql.schema, queue)
+            for row in rows:
+                logger.warning(
+                    "job %s lease expired (worker lost); now %s",
+                    row["id"],
+                    row["status"],
+                    extra={"job_id": row["id"], "queue": row["queue"]},
+                )
+            rescued += len(rows)
+            if len(rows) < _BATCH:
+                break
+        while retention is not None:
+            async with conn.transaction():
+                if not await _lead(conn, sql):
+                    break
+                status = await conn.execute(sql.prune, retention, _BATCH)
+            deleted = int(status.split()[-1])
+            pruned += deleted
+            if deleted < _BATCH:
+                break
+    if pruned:
+        logger.info("pruned %d finished jobs older than %s s", pruned, retention)
+    return rescued, pruned
+
+
+async def _lead(conn: Connection, sql: Statements) -> bool:
+    # Transaction-scoped: released at commit, so a dead leader never blocks the others.
+    return bool(
+        await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _leader_key(sql.schema))
+    )

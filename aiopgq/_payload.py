@@ -1,0 +1,130 @@
+"""Turning call arguments into a stored JSON payload and back, with clear errors."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+# Enqueue options share the call with the task's own arguments, so a task
+# cannot have a parameter of these names.
+ENQUEUE_OPTIONS = frozenset({"run_at", "delay", "priority", "connection", "idempotency_key"})
+
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def check_signature(fn: Callable[..., Any], name: str) -> inspect.Signature:
+    """The signature of a task function, rejecting parameters a payload cannot carry."""
+    signature = inspect.signature(fn)
+    for param in signature.parameters.values():
+        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
+            raise TypeError(
+                f"task {name}: parameter {param.name!r} is positional-only or *args; "
+                "job payloads carry arguments by name, so make it a regular parameter"
+            )
+        if param.name in ENQUEUE_OPTIONS:
+            raise TypeError(
+                f"task {name}: parameter {param.name!r} clashes with the enqueue option of "
+                f"that name ({', '.join(sorted(ENQUEUE_OPTIONS))}); rename the parameter"
+            )
+    return signature
+
+
+def bind_arguments(
+    signature: inspect.Signature, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call's arguments by name; TypeError naming a missing or unknown one."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"task {name}: {exc}") from None
+    arguments = dict(bound.arguments)
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_KEYWORD and param.name in arguments:
+            arguments.update(arguments.pop(param.name))
+    return arguments
+
+
+def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> str:
+    """JSON text of the arguments; TypeError/ValueError naming the argument at fault."""
+    try:
+        text = _encoder.encode(arguments)
+    except (TypeError, ValueError) as exc:
+        raise _argument_error(arguments, name) or TypeError(f"task {name}: {exc}") from None
+    if "\\u0000" in text:
+        bad = next(k for k, v in arguments.items() if "\\u0000" in _encoder.encode(v))
+        raise ValueError(
+            f"task {name}: argument {bad!r} contains a NUL character (\\x00), which "
+            "PostgreSQL cannot store in JSON; strip it or send the data base64-encoded"
+        )
+    if len(text) > max_bytes:
+        raise ValueError(
+            f"task {name}: payload is {len(text)} bytes, over the {max_bytes}-byte limit; "
+            "store large data elsewhere and pass a reference, or raise max_payload_bytes"
+        )
+    return text
+
+
+def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None:
+    for key, value in arguments.items():
+        try:
+            _encoder.encode(value)
+        except (TypeError, ValueError) as exc:
+            return TypeError(
+                f"task {name}: argument {key!r} cannot be stored as JSON "
+                f"({type(value).__name__}: {exc}); pass JSON types (str, int, float, "
+                "bool, None, list, dict) and convert the rest, e.g. str(uuid)"
+            )
+    return None
+
+
+def encode_result(value: Any) -> str | None:
+    """JSON text of a handler's return value (None stays SQL NULL)."""
+    if value is None:
+        return None
+    return _encoder.encode(value)
+
+
+def resolve_run_at(run_at: datetime | None, delay: timedelta | float | None) -> datetime | None:
+    """When the job may start; None means now (the server's clock)."""
+    if run_at is not None and delay is not None:
+        raise TypeError("pass run_at or delay, not both")
+    if delay is not None:
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        if not 0 <= seconds <= 10 * 365 * 86400:
+            raise ValueError(f"delay must be between 0 and 10 years, got {seconds} s")
+        return datetime.now(timezone.utc) + timedelta(seconds=seconds) if seconds else None
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise TypeError(f"run_at must be a datetime, got {type(run_at).__name__}")
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise ValueError(
+                "run_at is a naive datetime (no timezone), which would be read in the "
+                "server's timezone: pass an aware one, e.g. datetime.now(timezone.utc)"
+            )
+    return run_at
+
+
+def check_priority(priority: int) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(f"priority must fit in 32 bits ({PRIORITY_MIN}..{PRIORITY_MAX})")
+    return priority
+
+
+def check_max_attempts(max_attempts: int) -> int:
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    return max_attempts
+
+
+def check_queue_name(queue: str) -> str:
+    if not isinstance(queue, str) or not queue or len(queue) > 200 or "\x00" in queue:
+        raise ValueError(
+            f"queue name must be a non-empty string of at most 200 characters, got {queue!r}"
+        )
+    return queue

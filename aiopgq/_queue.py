@@ -1,0 +1,390 @@
+"""The Queue: connection pool, task registry, enqueue, inspection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+import asyncpg
+
+from ._types import Connection
+
+from . import _schema
+from ._dsn import check_dsn, redact, resolve_dsn
+from ._errors import ConfigurationError, JobNotFound, SchemaError
+from ._job import Job, JobStatus
+from ._payload import (
+    check_max_attempts,
+    check_priority,
+    check_queue_name,
+    encode_payload,
+    resolve_run_at,
+)
+from ._retry import Retry
+from ._sql import Statements, validate_identifier
+from ._task import Task
+
+if TYPE_CHECKING:
+    from ._worker import Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_MISSING_SCHEMA_ERRORS = (
+    asyncpg.UndefinedTableError,
+    asyncpg.UndefinedFunctionError,
+    asyncpg.InvalidSchemaNameError,
+    asyncpg.UndefinedObjectError,
+)
+
+
+class Queue:
+    """A job queue in one PostgreSQL schema.
+
+    >>> queue = Queue("postgresql://localhost/app")
+    >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: asyncpg.Pool | None = None,
+        schema: str = "aiopgq",
+        min_pool_size: int = 1,
+        max_pool_size: int = 10,
+        max_payload_bytes: int = 1_000_000,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.schema = validate_identifier(schema)
+        self.dsn = check_dsn(dsn) if dsn else None
+        if pool is None and self.dsn is None:
+            env_dsn = resolve_dsn()
+            if env_dsn is None:
+                raise ConfigurationError(
+                    "no database given: pass Queue(dsn) or Queue(pool=...), "
+                    "or set AIOPGQ_DSN (or DATABASE_URL)"
+                )
+            self.dsn = check_dsn(env_dsn)
+        self.sql = Statements(schema)
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.max_payload_bytes = max_payload_bytes
+        self._pool = pool
+        self._owns_pool = pool is None
+        self._pool_sizes = (min_pool_size, max_pool_size)
+        self._connect_kwargs = dict(connect_kwargs or {})
+
+    def __repr__(self) -> str:
+        where = redact(self.dsn) if self.dsn else "external pool"
+        return f"<Queue schema={self.schema} {where}>"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the connection pool (a no-op for an external or open pool)."""
+        if self._pool is None:
+            assert self.dsn is not None
+            try:
+                self._pool = await asyncpg.create_pool(
+                    self.dsn,
+                    min_size=self._pool_sizes[0],
+                    max_size=self._pool_sizes[1],
+                    **self._connect_kwargs,
+                )
+            except (OSError, asyncpg.PostgresError) as exc:
+                raise ConfigurationError(
+                    f"cannot connect to {redact(self.dsn)}: {redact(str(exc))}"
+                ) from None
+
+    async def close(self) -> None:
+        """Close the pool if this Queue created it."""
+        if self._owns_pool and self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def __aenter__(self) -> Queue:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError(
+                "the queue is not open: use `async with queue:` or `await queue.open()`"
+            )
+        return self._pool
+
+    def connect_args(self) -> tuple[str | None, dict[str, Any]]:
+        """How to open a connection outside the pool (the worker's LISTEN connection)."""
+        if self.dsn is not None:
+            return self.dsn, dict(self._connect_kwargs)
+        # An external pool keeps its connect arguments; asyncpg has no public accessor.
+        pool = self.pool
+        args = getattr(pool, "_connect_args", ())
+        kwargs = dict(getattr(pool, "_connect_kwargs", {}))
+        return (args[0] if args else None), kwargs
+
+    @asynccontextmanager
+    async def _connection(self, connection: Connection | None) -> AsyncIterator[Connection]:
+        if connection is not None:
+            yield connection
+        else:
+            async with self.pool.acquire() as conn:
+                yield conn
+
+    async def migrate(self) -> list[int]:
+        """Create or upgrade the schema; returns the versions applied."""
+        if self._pool is None:
+            assert self.dsn is not None
+            conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
+            try:
+                return await _schema.migrate(conn, self.schema)
+            finally:
+                await conn.close()
+        async with self.pool.acquire() as conn:
+            return await _schema.migrate(conn, self.schema)
+
+    async def check_schema(self) -> None:
+        """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`")."""
+        async with self.pool.acquire() as conn:
+            await _schema.check_version(conn, self.schema)
+
+    # -- tasks -----------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        max_attempts: int = 5,
+        priority: int = 0,
+        timeout: float | None = None,
+        retry: Retry | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(  # type: ignore[misc]  # mypy cannot match the typevars of overload 2
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        max_attempts: int = 5,
+        priority: int = 0,
+        timeout: float | None = None,
+        retry: Retry | None = None,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Register an `async def` (run on the loop) or `def` (run in a thread) as a task.
+
+        >>> @queue.task(name="demo.add", queue="default", max_attempts=5)
+        ... async def add(a: int, b: int) -> int: return a + b
+        """
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            task_name = name or f"{func.__module__}.{func.__qualname__}"
+            if task_name in self.tasks:
+                raise ConfigurationError(f"a task named {task_name!r} is already registered")
+            task: Task[P, R] = Task(
+                self,
+                func,
+                name=task_name,
+                queue_name=queue,
+                max_attempts=max_attempts,
+                priority=priority,
+                timeout=timeout,
+                retry=retry or Retry(),
+            )
+            self.tasks[task_name] = task
+            return task
+
+        return register(fn) if fn is not None else register
+
+    # -- enqueue ---------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        task: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Enqueue a job by task name; defaults come from the task if registered here.
+
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
+        """
+        known = self.tasks.get(task)
+        if known is not None and payload is not None:
+            payload = known.bind((), payload)  # same checks as known.enqueue()
+        arguments = dict(payload or {})
+        text = encode_payload(arguments, task, self.max_payload_bytes)
+        queue_name = check_queue_name(queue or (known.queue_name if known else "default"))
+        prio = check_priority(_default(priority, known.priority if known else 0))
+        attempts = check_max_attempts(_default(max_attempts, known.max_attempts if known else 5))
+        when = resolve_run_at(run_at, delay)
+        args = (task, text, queue_name, prio, when, attempts, idempotency_key)
+        async with self._connection(connection) as conn:
+            row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
+            if row is None:  # idempotency key already held by a live job
+                row = await self._run(
+                    conn.fetchrow, self.sql.find_by_idempotency_key, idempotency_key
+                )
+                if row is None:  # finished between the two statements: enqueue afresh
+                    row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
+        assert row is not None
+        return Job(
+            id=row[0],
+            task=task,
+            queue=queue_name,
+            payload=arguments,
+            priority=prio,
+            run_at=row[1],
+            created_at=row[2],
+            max_attempts=attempts,
+        )
+
+    async def enqueue_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+    ) -> list[Job]:
+        """Enqueue one job per payload in a single statement (one round trip).
+
+        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
+        """
+        known = self.tasks.get(task)
+        payload_list = [dict(p) for p in payloads]
+        texts = [encode_payload(p, task, self.max_payload_bytes) for p in payload_list]
+        queue_name = check_queue_name(queue or (known.queue_name if known else "default"))
+        prio = check_priority(_default(priority, known.priority if known else 0))
+        attempts = check_max_attempts(_default(max_attempts, known.max_attempts if known else 5))
+        when = resolve_run_at(run_at, delay)
+        n = len(texts)
+        if n == 0:
+            return []
+        async with self._connection(connection) as conn:
+            rows = await self._run(
+                conn.fetch,
+                self.sql.insert_jobs,
+                [task] * n,
+                texts,
+                [queue_name] * n,
+                [prio] * n,
+                [when] * n,
+                [attempts] * n,
+            )
+        return [
+            Job(
+                id=row[0],
+                task=task,
+                queue=queue_name,
+                payload=payload,
+                priority=prio,
+                run_at=row[1],
+                created_at=row[2],
+                max_attempts=attempts,
+            )
+            for row, payload in zip(rows, payload_list, strict=True)
+        ]
+
+    async def _run(self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any) -> Any:
+        try:
+            return await method(sql, *args)
+        except _MISSING_SCHEMA_ERRORS as exc:
+            raise SchemaError(
+                f"schema {self.schema} is missing or outdated ({exc}): run `aiopgq migrate`"
+            ) from exc
+
+    # -- inspection and control --------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job:
+        """The job's current row; raises JobNotFound."""
+        async with self.pool.acquire() as conn:
+            row = await self._run(conn.fetchrow, self.sql.get_job, job_id)
+        if row is None:
+            raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
+        return Job(
+            id=row["id"],
+            queue=row["queue"],
+            task=row["task"],
+            payload=json.loads(row["payload"]),
+            status=JobStatus(row["status"]),
+            priority=row["priority"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            run_at=row["run_at"],
+            locked_by=row["locked_by"],
+            heartbeat_at=row["heartbeat_at"],
+            last_error=row["last_error"],
+            result=None if row["result"] is None else json.loads(row["result"]),
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+        )
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a job that has not started; False if it is running or finished."""
+        async with self.pool.acquire() as conn:
+            return await self._run(conn.fetchval, self.sql.cancel, job_id) is not None
+
+    async def set_notify(self, queue: str, enabled: bool) -> None:
+        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
+        async with self.pool.acquire() as conn:
+            await self._run(
+                conn.execute, self.sql.set_queue_notify, check_queue_name(queue), enabled
+            )
+
+    async def status(self) -> list[dict[str, Any]]:
+        """Job counts per queue and status, with the age of the oldest runnable job."""
+        async with self.pool.acquire() as conn:
+            rows = await self._run(conn.fetch, self.sql.status)
+        return [dict(row) for row in rows]
+
+    async def blocked_sessions(self) -> list[dict[str, Any]]:
+        """Sessions of this database waiting on a lock, with the pids blocking them."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(self.sql.locks)
+        return [dict(row) for row in rows]
+
+    # -- workers ---------------------------------------------------------------
+
+    def worker(self, queues: Sequence[str] | None = None, **options: Any) -> Worker:
+        """A worker for these queues (default: every queue of the registered tasks).
+
+        >>> worker = queue.worker(queues=["default"], concurrency=50)
+        >>> await worker.run()
+        """
+        from ._worker import Worker
+
+        return Worker(self, queues=queues, **options)
+
+
+def _default(value: int | None, fallback: int) -> int:
+    return fallback if value is None else value

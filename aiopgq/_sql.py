@@ -1,0 +1,90 @@
+"""Load SQL statements from the `sql/` folder and bind the schema name into them."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from ._errors import ConfigurationError
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _sql_dir() -> Path:
+    # Installed wheel: aiopgq/sql (force-included). Source checkout: ../sql.
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "sql", here.parent / "sql"):
+        if (candidate / "migrations").is_dir():
+            return candidate
+    raise FileNotFoundError(f"aiopgq SQL files not found next to {here}; reinstall aiopgq")
+
+
+SQL_DIR = _sql_dir()
+
+
+def validate_identifier(name: str, what: str = "schema") -> str:
+    """Return `name` if it is a safe lower-case SQL identifier, else raise."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ConfigurationError(
+            f"invalid {what} name {name!r}: use 1-63 characters of a-z, 0-9 and _, "
+            "starting with a letter or _"
+        )
+    return name
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + validate_identifier(name) + '"'
+
+
+@functools.cache
+def _read(relative: str) -> str:
+    return (SQL_DIR / relative).read_text(encoding="utf-8")
+
+
+def render(relative: str, schema: str) -> str:
+    """The statement in `sql/<relative>` with `{{schema}}` bound to the quoted schema."""
+    return _read(relative).replace("{{schema}}", quote_identifier(schema))
+
+
+class Statements:
+    """Every runtime statement, rendered once for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = validate_identifier(schema)
+        for name in (
+            "dequeue",
+            "dequeue_one_queue",
+            "complete_done",
+            "complete_error",
+            "release",
+            "heartbeat",
+            "rescue",
+            "prune",
+            "insert_job",
+            "insert_jobs",
+            "get_job",
+            "find_by_idempotency_key",
+            "cancel",
+            "status",
+            "set_queue_notify",
+            "locks",
+        ):
+            setattr(self, name, render(f"{name}.sql", schema))
+
+    dequeue: str
+    dequeue_one_queue: str
+    complete_done: str
+    complete_error: str
+    release: str
+    heartbeat: str
+    rescue: str
+    prune: str
+    insert_job: str
+    insert_jobs: str
+    get_job: str
+    find_by_idempotency_key: str
+    cancel: str
+    status: str
+    set_queue_notify: str
+    locks: str

@@ -1,0 +1,123 @@
+"""Registered task functions and their enqueue shortcuts."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+import asyncpg
+
+from ._types import Connection
+
+from ._job import Job
+from ._payload import (
+    bind_arguments,
+    check_max_attempts,
+    check_priority,
+    check_queue_name,
+    check_signature,
+)
+from ._retry import Retry
+
+if TYPE_CHECKING:
+    from ._queue import Queue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Task(Generic[P, R]):
+    """A function registered with `@queue.task`; call it directly or `.enqueue()` it.
+
+    >>> @queue.task(name="demo.add")
+    ... async def add(a: int, b: int) -> int: return a + b
+    >>> job = await add.enqueue(1, b=2)
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        fn: Callable[P, Awaitable[R]] | Callable[P, R],
+        *,
+        name: str,
+        queue_name: str,
+        max_attempts: int,
+        priority: int,
+        timeout: float | None,
+        retry: Retry,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.queue_name = check_queue_name(queue_name)
+        self.max_attempts = check_max_attempts(max_attempts)
+        self.priority = check_priority(priority)
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"task {name}: timeout must be > 0 seconds or None")
+        self.timeout = timeout
+        self.retry = retry
+        self.signature = check_signature(fn, name)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._queue = queue
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R] | R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.queue_name}>"
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The payload dict for a call with these arguments (TypeError names a bad one)."""
+        return bind_arguments(self.signature, self.name, args, kwargs)
+
+    async def enqueue(
+        self,
+        *args: Any,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        connection: Connection | None = None,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> Job:
+        """Enqueue one run with these arguments; returns the Job (with its id).
+
+        >>> job = await add.enqueue(1, b=2, delay=timedelta(seconds=5))
+        >>> job = await add.enqueue(1, b=2, connection=conn)  # inside your transaction
+        """
+        return await self._queue.enqueue(
+            self.name,
+            self.bind(args, kwargs),
+            queue=self.queue_name,
+            run_at=run_at,
+            delay=delay,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts,
+            connection=connection,
+            idempotency_key=idempotency_key,
+        )
+
+    async def enqueue_many(
+        self,
+        arguments: Iterable[Mapping[str, Any]],
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        connection: Connection | None = None,
+    ) -> list[Job]:
+        """Enqueue one job per dict of keyword arguments, in one round trip.
+
+        >>> jobs = await add.enqueue_many([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+        """
+        return await self._queue.enqueue_many(
+            self.name,
+            [self.bind((), kwargs) for kwargs in arguments],
+            queue=self.queue_name,
+            run_at=run_at,
+            delay=delay,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts,
+            connection=connection,
+        )

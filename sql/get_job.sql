@@ -1,0 +1,4 @@
+SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts, run_at,
+       locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at
+FROM {{schema}}.jobs
+WHERE id = $1;

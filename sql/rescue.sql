@@ -1,0 +1,23 @@
+-- Jobs whose lease expired (no heartbeat for $1 seconds: their worker died) go
+-- back to pending, or to failed when the lost attempt was their last one. The
+-- attempt was counted at dequeue, so a job that kills its worker cannot loop.
+WITH expired AS (
+    SELECT id
+    FROM {{schema}}.jobs
+    WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => $1)
+    ORDER BY heartbeat_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.jobs j
+SET status = CASE WHEN j.attempts >= j.max_attempts
+                  THEN 'failed'::{{schema}}.job_status
+                  ELSE 'pending'::{{schema}}.job_status END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() END,
+    last_error = format('lease expired: worker %s sent no heartbeat for %s s (attempt %s of %s)',
+                        j.locked_by, $1, j.attempts, j.max_attempts),
+    locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.queue, j.status::text;

@@ -1,0 +1,66 @@
+"""Fixtures: a real PostgreSQL, and a fresh schema per test so tests run in any order."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from aiopgq import Queue
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """DATABASE_URL when set, else the local server; fails (never skips) if unreachable."""
+    dsn = os.environ.get("DATABASE_URL") or DEFAULT_DSN
+    yield dsn
+
+
+@pytest.fixture(scope="session")
+async def _reachable(database_url: str) -> str:
+    try:
+        conn = await asyncpg.connect(database_url, timeout=10)
+    except Exception as exc:
+        pytest.fail(
+            f"the tests need PostgreSQL at {database_url} ({exc}); set DATABASE_URL "
+            "or start a server",
+            pytrace=False,
+        )
+    await conn.close()
+    return database_url
+
+
+@pytest.fixture
+async def dsn(_reachable: str) -> str:
+    return _reachable
+
+
+@pytest.fixture
+async def schema(dsn: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def queue(dsn: str, schema: str) -> AsyncIterator[Queue]:
+    q = Queue(dsn, schema=schema)
+    await q.migrate()
+    async with q:
+        yield q
+
+
+@pytest.fixture
+async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(dsn)
+    yield c
+    await c.close()
