@@ -50,7 +50,7 @@ def _load_queue(target: str) -> Queue:
 
 
 async def _migrate(args: argparse.Namespace) -> int:
-    queue = Queue(_dsn(args), schema=args.schema)
+    queue = Queue(_dsn(args), schema=_schema(args))
     applied = await queue.migrate()
     where = f"schema {queue.schema}"
     print(f"applied migrations {applied} to {where}" if applied else f"{where} is up to date")
@@ -59,14 +59,16 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 async def _worker(args: argparse.Namespace) -> int:
     queue = _load_queue(args.target)
-    if args.dsn or (queue.dsn is None and queue._pool is None):
-        queue = _rebind(queue, _dsn(args))
+    if args.dsn or args.schema:
+        queue.reconfigure(dsn=_dsn(args) if args.dsn else None, schema=args.schema)
     queues = [q for q in (args.queues or "").split(",") if q] or None
     worker = queue.worker(
         queues=queues,
         concurrency=args.concurrency,
         poll_interval=args.poll_interval,
         grace_period=args.grace_period,
+        heartbeat_interval=args.heartbeat_interval,
+        visibility_timeout=args.visibility_timeout,
         hold_transaction=args.hold_transaction,
     )
     loop = asyncio.get_running_loop()
@@ -91,11 +93,8 @@ async def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rebind(queue: Queue, dsn: str) -> Queue:
-    """The same queue (tasks included) on the DSN given on the command line."""
-    rebound = Queue(dsn, schema=queue.schema, max_payload_bytes=queue.max_payload_bytes)
-    rebound.tasks.update(queue.tasks)
-    return rebound
+def _schema(args: argparse.Namespace) -> str:
+    return str(args.schema or "aiopgq")
 
 
 async def _enqueue(args: argparse.Namespace) -> int:
@@ -105,7 +104,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
         raise UsageError(f"payload is not valid JSON ({exc}); e.g. '{{\"a\": 1}}'") from None
     if not isinstance(payload, dict):
         raise UsageError("payload must be a JSON object of the task's arguments, e.g. '{\"a\": 1}'")
-    async with Queue(_dsn(args), schema=args.schema) as queue:
+    async with Queue(_dsn(args), schema=_schema(args)) as queue:
         job = await queue.enqueue(
             args.task, payload, queue=args.queue, priority=args.priority, delay=args.delay
         )
@@ -114,7 +113,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with Queue(_dsn(args), schema=args.schema) as queue:
+    async with Queue(_dsn(args), schema=_schema(args)) as queue:
         await queue.check_schema()
         rows = await queue.status()
     print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16}")
@@ -130,26 +129,44 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The common options work before or after the command: `aiopgq worker app:q --dsn ...`.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        help="database URL (default: $AIOPGQ_DSN, then $DATABASE_URL)",
+    )
+    common.add_argument(
+        "--schema", default=argparse.SUPPRESS, help="schema of the queue tables (default aiopgq)"
+    )
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
     parser = argparse.ArgumentParser(prog="aiopgq", description="PostgreSQL job queue for asyncio")
+    # Own actions, not `parents=[common]`: argparse shares action objects with parents,
+    # and the SUPPRESS defaults must stay on the subcommands only.
     parser.add_argument("--dsn", help="database URL (default: $AIOPGQ_DSN, then $DATABASE_URL)")
-    parser.add_argument("--schema", default="aiopgq", help="schema of the queue tables")
+    parser.add_argument("--schema", help="schema of the queue tables (default aiopgq)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("migrate", help="create or upgrade the schema").set_defaults(run=_migrate)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, parents=[common])
 
-    worker = commands.add_parser("worker", help="run a worker")
+    command("migrate", "create or upgrade the schema").set_defaults(run=_migrate)
+
+    worker = command("worker", "run a worker")
     worker.add_argument("target", help="MODULE:QUEUE, the module-level aiopgq.Queue with the tasks")
     worker.add_argument("--queues", help="comma-separated queues (default: all of the tasks')")
     worker.add_argument("--concurrency", type=int, default=10)
     worker.add_argument("--poll-interval", type=float, default=2.0)
     worker.add_argument("--grace-period", type=float, default=30.0)
+    worker.add_argument("--heartbeat-interval", type=float, default=5.0)
+    worker.add_argument("--visibility-timeout", type=float, default=30.0)
     worker.add_argument("--hold-transaction", action="store_true")
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument("--no-uvloop", action="store_true")
     worker.set_defaults(run=_worker)
 
-    enqueue = commands.add_parser("enqueue", help="enqueue a job by task name")
+    enqueue = command("enqueue", "enqueue a job by task name")
     enqueue.add_argument("task")
     enqueue.add_argument("payload", nargs="?", default="{}", help="JSON object of arguments")
     enqueue.add_argument("--queue", default=None)
@@ -157,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--delay", type=float, default=None, help="seconds from now")
     enqueue.set_defaults(run=_enqueue)
 
-    commands.add_parser("status", help="job counts per queue and status").set_defaults(run=_status)
+    command("status", "job counts per queue and status").set_defaults(run=_status)
     return parser
 
 

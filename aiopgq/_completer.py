@@ -10,11 +10,10 @@ from datetime import datetime
 import anyio
 import asyncpg
 
-from ._types import Connection
-
 from ._job import Job
 from ._retry import is_transient, reconnect_delay
 from ._sql import Statements
+from ._types import Connection
 
 logger = logging.getLogger("aiopgq.completer")
 
@@ -56,9 +55,7 @@ class Outcomes:
         self.release_ids.append(job.id)
         self.release_attempts.append(job.attempts)
 
-    async def write(
-        self, conn: Connection, sql: Statements, worker_id: str
-    ) -> list[datetime]:
+    async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
         """Apply every outcome (at most three statements); returns retry times scheduled."""
         retry_times: list[datetime] = []
         if self.done_ids:

@@ -16,14 +16,13 @@ from datetime import datetime
 
 import anyio
 import asyncpg
-
-from ._types import Connection
 from anyio.abc import TaskGroup
 
 from ._completer import Completer, Outcomes
 from ._dispatcher import Dispatcher
 from ._retry import is_transient, reconnect_delay
 from ._sql import Statements
+from ._types import Connection
 
 logger = logging.getLogger("aiopgq.fetcher")
 
@@ -56,6 +55,7 @@ class Fetcher:
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
         self._next_run_at: float | None = None
         self._stopping = False
+        self._orphans_possible = False  # a dequeue failed: it may have committed unseen
         self.fetches = 0
 
     def wake(self) -> None:
@@ -78,6 +78,14 @@ class Fetcher:
         self._progress.set()
 
     async def _dequeue(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
+        if self._orphans_possible:
+            held = list(self._dispatcher.running) + self._completer.in_flight_ids()
+            orphans = await conn.fetch(self._sql.release_orphans, self._worker_id, held)
+            self._orphans_possible = False
+            if orphans:
+                logger.warning(
+                    "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
+                )
         self.fetches += 1
         rows: list[asyncpg.Record] = await conn.fetch(
             self._statement, self._queues_arg, limit, self._worker_id
@@ -101,6 +109,7 @@ class Fetcher:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
+                self._orphans_possible = True
                 failures += 1
                 delay = reconnect_delay(failures)
                 logger.warning("fetching jobs failed (%s); retrying in %.1f s", exc, delay)

@@ -8,10 +8,9 @@ import zlib
 import anyio
 import asyncpg
 
-from ._types import Connection
-
 from ._retry import is_transient
 from ._sql import Statements
+from ._types import Connection
 
 logger = logging.getLogger("aiopgq.maintenance")
 

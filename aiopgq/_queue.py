@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
-from ._types import Connection
-
 from . import _schema
 from ._dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, JobNotFound, SchemaError
@@ -27,6 +25,7 @@ from ._payload import (
 from ._retry import Retry
 from ._sql import Statements, validate_identifier
 from ._task import Task
+from ._types import Connection
 
 if TYPE_CHECKING:
     from ._worker import Worker
@@ -83,6 +82,17 @@ class Queue:
         return f"<Queue schema={self.schema} {where}>"
 
     # -- lifecycle -------------------------------------------------------------
+
+    def reconfigure(self, *, dsn: str | None = None, schema: str | None = None) -> None:
+        """Point a closed queue at another database or schema (the CLI's --dsn/--schema)."""
+        if self._pool is not None:
+            raise RuntimeError("reconfigure() needs a closed queue")
+        if dsn is not None:
+            self.dsn = check_dsn(dsn)
+            self._owns_pool = True
+        if schema is not None:
+            self.schema = validate_identifier(schema)
+            self.sql = Statements(schema)
 
     async def open(self) -> None:
         """Create the connection pool (a no-op for an external or open pool)."""

@@ -45,7 +45,11 @@ _TRANSIENT_SQLSTATES = ("40001", "40P01", "55P03")
 
 def is_transient(exc: BaseException) -> bool:
     """True for errors that a retry with backoff can cure."""
-    if isinstance(exc, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError)):
+    # InternalClientError: asyncpg's protocol state after the server dropped the
+    # connection between two messages of one query (seen with pg_terminate_backend).
+    if isinstance(
+        exc, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+    ):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         state: str = getattr(exc, "sqlstate", None) or ""

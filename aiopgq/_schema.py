@@ -6,12 +6,9 @@ import logging
 import re
 import zlib
 
-import asyncpg
-
-from ._types import Connection
-
 from ._errors import SchemaError
 from ._sql import SQL_DIR, quote_identifier, render, validate_identifier
+from ._types import Connection
 
 logger = logging.getLogger("aiopgq.schema")
 

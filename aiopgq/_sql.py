@@ -58,6 +58,7 @@ class Statements:
             "complete_done",
             "complete_error",
             "release",
+            "release_orphans",
             "heartbeat",
             "rescue",
             "prune",
@@ -77,6 +78,7 @@ class Statements:
     complete_done: str
     complete_error: str
     release: str
+    release_orphans: str
     heartbeat: str
     rescue: str
     prune: str

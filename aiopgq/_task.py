@@ -7,10 +7,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-import asyncpg
-
-from ._types import Connection
-
 from ._job import Job
 from ._payload import (
     bind_arguments,
@@ -20,6 +16,7 @@ from ._payload import (
     check_signature,
 )
 from ._retry import Retry
+from ._types import Connection
 
 if TYPE_CHECKING:
     from ._queue import Queue

@@ -116,6 +116,11 @@ class Worker:
         return len(self._dispatcher.running) if self._dispatcher else 0
 
     @property
+    def listener_name(self) -> str:
+        """application_name of this worker's LISTEN connection (in pg_stat_activity)."""
+        return f"aiopgq-listener {self.id}"[:63]
+
+    @property
     def listener(self) -> Listener | None:
         return self._listener
 
@@ -241,8 +246,10 @@ class Worker:
     def _make_listener(self, fetcher: Fetcher) -> Listener:
         dsn, kwargs = self.queue.connect_args()
 
+        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
+
         async def connect() -> Any:
-            return await asyncpg.connect(dsn, **kwargs)
+            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
         return Listener(connect, self.queue.schema, self.queues, fetcher.wake)
 

@@ -64,3 +64,14 @@ async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
     c = await asyncpg.connect(dsn)
     yield c
     await c.close()
+
+
+@pytest.fixture
+async def ledger(queue: Queue, conn: asyncpg.Connection) -> str:
+    """A table where test handlers record each execution (see tests/app.py)."""
+    table = f'"{queue.schema}".ledger'
+    await conn.execute(
+        f"CREATE TABLE {table} (job_id bigint, attempt int, pid int, task text, "
+        "at timestamptz DEFAULT clock_timestamp())"
+    )
+    return table

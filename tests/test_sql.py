@@ -1,0 +1,107 @@
+"""The SQL contract itself: plans, locks, migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import asyncpg
+import pytest
+
+from aiopgq import Queue, SchemaError
+from aiopgq._schema import code_version
+
+
+async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) -> None:
+    await queue.enqueue_many("t", [{"i": i} for i in range(100)])
+    a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        ta, tb = a.transaction(), b.transaction()
+        await ta.start()
+        await tb.start()
+        # Both transactions stay open: their row locks overlap in time.
+        rows_a = await a.fetch(queue.sql.dequeue_one_queue, "default", 60, "worker-a")
+        rows_b = await b.fetch(queue.sql.dequeue_one_queue, "default", 60, "worker-b")
+        ids_a, ids_b = {r["id"] for r in rows_a}, {r["id"] for r in rows_b}
+        assert len(ids_a) == 60 and len(ids_b) == 40
+        assert ids_a.isdisjoint(ids_b)
+        multi = await b.fetch(queue.sql.dequeue, ["default", "other"], 10, "worker-b")
+        assert multi == []  # everything is locked by a or already claimed by b
+        await ta.commit()
+        await tb.commit()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_dequeue_uses_the_partial_index_with_many_done_rows(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    table = f'"{queue.schema}".jobs'
+    await conn.execute(
+        f"INSERT INTO {table} (task, status, finished_at) "
+        "SELECT 't', 'done', now() FROM generate_series(1, 100000)"
+    )
+    await conn.execute(f"INSERT INTO {table} (task) SELECT 't' FROM generate_series(1, 50)")
+    await conn.execute(f"ANALYZE {table}")
+    for statement, queues in (
+        (queue.sql.dequeue_one_queue, "default"),
+        (queue.sql.dequeue, ["default", "other"]),
+    ):
+        plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", queues, 100, "w")
+        text = json.dumps(plan)
+        assert "jobs_pending_idx" in text, text
+        assert '"Seq Scan"' not in text, text
+
+
+async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str) -> None:
+    queues = [Queue(dsn, schema=schema) for _ in range(4)]
+    applied = await asyncio.gather(*(q.migrate() for q in queues))
+    assert sorted(applied, key=len) == [[], [], [], list(range(1, code_version() + 1))]
+    assert await queues[0].migrate() == []
+
+
+async def test_worker_refuses_a_missing_or_old_schema(dsn: str, schema: str) -> None:
+    queue = Queue(dsn, schema=schema)
+
+    @queue.task(name="x")
+    async def x() -> None:
+        pass
+
+    with pytest.raises(SchemaError, match="run `aiopgq migrate`"):
+        await queue.worker().run(burst=True)
+    async with queue:
+        with pytest.raises(SchemaError, match="aiopgq migrate"):
+            await x.enqueue()
+    await queue.migrate()
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'DELETE FROM "{schema}".schema_version')
+        await conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (0)')
+        with pytest.raises(
+            SchemaError, match=r"at version 0, this aiopgq needs \d+: run `aiopgq migrate`"
+        ):
+            await queue.worker().run(burst=True)
+        await conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (999)')
+        with pytest.raises(SchemaError, match="upgrade aiopgq"):
+            await queue.worker().run(burst=True)
+    finally:
+        await conn.close()
+
+
+async def test_table_has_queue_friendly_storage_settings(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    options = await conn.fetchval(
+        "SELECT reloptions FROM pg_class WHERE oid = $1::regclass", f'"{queue.schema}".jobs'
+    )
+    settings = dict(o.split("=") for o in options)
+    assert int(settings["fillfactor"]) < 100
+    assert float(settings["autovacuum_vacuum_scale_factor"]) <= 0.05
+
+
+async def test_sql_enqueue_rejects_a_payload_that_is_not_an_object(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    with pytest.raises(asyncpg.CheckViolationError):
+        await conn.fetchval(f"SELECT \"{queue.schema}\".enqueue('t', '[1, 2]'::jsonb)")
