@@ -43,8 +43,10 @@ def _read(relative: str) -> str:
 
 
 def render(relative: str, schema: str) -> str:
-    """The statement in `sql/<relative>` with `{{schema}}` bound to the quoted schema."""
-    return _read(relative).replace("{{schema}}", quote_identifier(schema))
+    """The statement in `sql/<relative>` with the (validated) schema name bound in."""
+    # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
+    text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
+    return text.replace("{{schema}}", quote_identifier(schema))
 
 
 class Statements:

@@ -158,14 +158,14 @@ async def test_cli_sigterm_stops_gracefully(dsn: str, queue: Queue, ledger: str)
     assert (await queue.get_job(job.id)).status is JobStatus.DONE
 
 
-def test_cli_user_errors_are_one_line_without_traceback(schema: str) -> None:
+def test_cli_user_errors_are_one_line_without_traceback(dsn: str, schema: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("AIOPGQ_DSN", "DATABASE_URL")}
     cases = [
         ["migrate"],
         ["--dsn", "mysql://u:secret@h/db", "migrate"],
-        ["--dsn", "postgresql://postgres@127.0.0.1:5432/test", "enqueue", "t", "not json"],
-        ["--dsn", "postgresql://postgres@127.0.0.1:5432/test", "worker", "no_such_module:q"],
-        ["--dsn", "postgresql://postgres@127.0.0.1:5432/test", "--schema", schema, "status"],
+        ["--dsn", dsn, "enqueue", "t", "not json"],
+        ["--dsn", dsn, "worker", "no_such_module:q"],
+        ["--dsn", dsn, "--schema", schema, "status"],
     ]
     for args in cases:
         proc = subprocess.run(

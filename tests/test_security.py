@@ -1,0 +1,116 @@
+"""Least privilege, injection through every name a user passes, no passwords in messages."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from aiopgq import ConfigurationError, JobStatus, Queue
+from aiopgq._dsn import redact
+
+
+@pytest.fixture
+async def roles(queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
+    suffix = uuid.uuid4().hex[:8]
+    producer, worker = f"aiopgq_producer_{suffix}", f"aiopgq_worker_{suffix}"
+    for role in (producer, worker):
+        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
+    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
+    yield producer, worker
+    for role in (producer, worker):
+        await conn.execute(f'DROP OWNED BY "{role}"')
+        await conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_producer_and_worker_roles_work_with_least_privilege(
+    dsn: str, queue: Queue, roles: tuple[str, str]
+) -> None:
+    producer_role, worker_role = roles
+    ran: list[int] = []
+
+    producer = Queue(dsn, schema=queue.schema, connect_kwargs={"user": producer_role})
+    worker_queue = Queue(dsn, schema=queue.schema, connect_kwargs={"user": worker_role})
+
+    @worker_queue.task(name="least.priv")
+    async def least(n: int) -> int:
+        ran.append(n)
+        return n * 10
+
+    async with producer:
+        job = await producer.enqueue("least.priv", {"n": 1})
+        keyed = await producer.enqueue("least.priv", {"n": 2}, idempotency_key="k")
+        assert (await producer.enqueue("least.priv", {"n": 2}, idempotency_key="k")).id == keyed.id
+        await producer.enqueue_many("least.priv", [{"n": 3}, {"n": 4}])
+        async with producer.pool.acquire() as pconn:
+            sql_id = await pconn.fetchval(
+                f"SELECT \"{queue.schema}\".enqueue('least.priv', '{{\"n\": 5}}'::jsonb)"
+            )
+            assert sql_id is not None
+            # The producer cannot claim, change, delete or read others' job rows.
+            for statement, args in (
+                (queue.sql.dequeue_one_queue, ("default", 10, "thief")),
+                (f'DELETE FROM "{queue.schema}".jobs', ()),
+                (f"UPDATE \"{queue.schema}\".jobs SET status = 'done'", ()),
+                (f'SELECT payload FROM "{queue.schema}".jobs', ()),
+            ):
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await pconn.fetch(statement, *args)
+
+    await worker_queue.worker(retention=0, maintenance_interval=0.1).run(burst=True)
+    assert sorted(ran) == [1, 2, 3, 4, 5]
+
+    async with producer, producer.pool.acquire() as pconn:
+        row = await pconn.fetchrow(f'SELECT * FROM "{queue.schema}".job_status($1)', job.id)
+        assert row["status"] == JobStatus.DONE.value
+        assert row["result"] == "10"
+    # Another role does not see the producer's jobs through job_status().
+    status_of_other = await queue.pool.fetchval(
+        f'SELECT count(*) FROM "{queue.schema}".job_status($1)', job.id
+    )
+    assert status_of_other == 0
+
+
+async def test_worker_role_cannot_enqueue(dsn: str, queue: Queue, roles: tuple[str, str]) -> None:
+    _, worker_role = roles
+    async with Queue(dsn, schema=queue.schema, connect_kwargs={"user": worker_role}) as wq:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await wq.enqueue("x", {})
+
+
+INJECTIONS = ['x"; drop table jobs; --', "x'; drop table jobs; --", "Robert'); DROP TABLE jobs;--"]
+
+
+@pytest.mark.parametrize("nasty", INJECTIONS)
+async def test_injection_through_every_user_supplied_name(
+    dsn: str, queue: Queue, conn: asyncpg.Connection, nasty: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="invalid schema name"):
+        Queue(dsn, schema=nasty)
+    # Values travel as bind parameters: stored verbatim, nothing executed.
+    job = await queue.enqueue(nasty, {nasty: nasty}, queue=nasty, idempotency_key=nasty)
+    stored = await queue.get_job(job.id)
+    assert (stored.task, stored.queue, stored.payload) == (nasty, nasty, {nasty: nasty})
+    await queue.set_notify(nasty, False)
+    worker = queue.worker(queues=[nasty])
+    await worker.run(burst=True)  # unknown task: failed, not executed as SQL
+    assert (await queue.get_job(job.id)).status is JobStatus.FAILED
+    assert await conn.fetchval(f'SELECT count(*) FROM "{queue.schema}".jobs') == 1
+
+
+async def test_passwords_never_appear_in_errors_logs_or_repr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dsn = "postgresql://app:hunter2@127.0.0.1:1/nowhere"
+    queue = Queue(dsn, schema="aiopgq")
+    assert "hunter2" not in repr(queue)
+    with caplog.at_level(logging.DEBUG), pytest.raises(ConfigurationError) as info:
+        await queue.open()
+    assert "hunter2" not in str(info.value)
+    assert "***" in str(info.value)
+    assert "hunter2" not in caplog.text
+    assert redact("postgres://u:p%40ss@h/db") == "postgres://u:***@h/db"
