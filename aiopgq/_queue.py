@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -22,13 +25,15 @@ from ._payload import (
     encode_payload,
     resolve_run_at,
 )
-from ._retry import Retry
+from ._retry import Retry, is_transient, reconnect_delay
 from ._sql import Statements, validate_identifier
 from ._task import Task
 from ._types import Connection
 
 if TYPE_CHECKING:
     from ._worker import Worker
+
+logger = logging.getLogger("aiopgq.queue")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -94,10 +99,18 @@ class Queue:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
 
-    async def open(self) -> None:
-        """Create the connection pool (a no-op for an external or open pool)."""
-        if self._pool is None:
-            assert self.dsn is not None
+    async def open(self, *, retry_for: float = 0.0) -> None:
+        """Create the connection pool (a no-op for an external or open pool).
+
+        With `retry_for`, an unreachable server is retried with backoff for that
+        many seconds (logging each try) before ConfigurationError is raised.
+        """
+        if self._pool is not None:
+            return
+        assert self.dsn is not None
+        deadline = time.monotonic() + retry_for
+        failures = 0
+        while True:
             try:
                 self._pool = await asyncpg.create_pool(
                     self.dsn,
@@ -105,10 +118,24 @@ class Queue:
                     max_size=self._pool_sizes[1],
                     **self._connect_kwargs,
                 )
-            except (OSError, asyncpg.PostgresError) as exc:
-                raise ConfigurationError(
-                    f"cannot connect to {redact(self.dsn)}: {redact(str(exc))}"
-                ) from None
+                return
+            except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+                failures += 1
+                reason = redact(str(exc)) or type(exc).__name__
+                delay = reconnect_delay(failures)
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise ConfigurationError(
+                        f"cannot connect to {redact(self.dsn)}: {reason}"
+                        + (f" (gave up after {failures} tries)" if retry_for else "")
+                        + "; check the DSN and that the server is running"
+                    ) from None
+                logger.warning(
+                    "cannot connect to %s (%s); retrying in %.1f s",
+                    redact(self.dsn),
+                    reason,
+                    delay,
+                )
+                await asyncio.sleep(delay)
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""

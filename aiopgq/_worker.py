@@ -29,6 +29,7 @@ from ._heartbeat import run_heartbeat
 from ._listener import Listener
 from ._maintenance import run_maintenance
 from ._payload import check_queue_name
+from ._watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
     from ._queue import Queue
@@ -72,6 +73,8 @@ class Worker:
         maintenance_interval: float | timedelta = 5.0,
         retention: float | timedelta | None = timedelta(days=1),
         hold_transaction: bool = False,
+        blocked_loop_warning: float | timedelta | None = 1.0,
+        connect_timeout: float | timedelta = 30.0,
         name: str | None = None,
     ) -> None:
         self.queue = queue
@@ -101,6 +104,10 @@ class Worker:
         self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
         self.retention = _seconds(retention, "retention", allow_none=True)
         self.hold_transaction = hold_transaction
+        self.blocked_loop_warning = _seconds(
+            blocked_loop_warning, "blocked_loop_warning", allow_none=True
+        )
+        self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: Fetcher | None = None
         self._dispatcher: Dispatcher | None = None
@@ -139,7 +146,7 @@ class Worker:
     ) -> None:
         queue = self.queue
         opened_here = queue._pool is None
-        await queue.open()
+        await queue.open(retry_for=self.connect_timeout)
         try:
             await queue.check_schema()
             await self._serve(queue.pool, burst=burst, task_status=task_status)
@@ -197,6 +204,9 @@ class Worker:
                 self.heartbeat_interval,
             )
             services.start_soon(self._maintain, pool)
+            if self.blocked_loop_warning:
+                watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
+                services.start_soon(watchdog.run)
             if self.listen and not burst:
                 self._listener = self._make_listener(fetcher)
                 services.start_soon(self._listener.run)
