@@ -1,0 +1,189 @@
+"""Property test: the job state machine under any interleaving of operations.
+
+Hypothesis drives enqueue, fetch, complete, fail, retry, rescue, release, cancel
+and stale completions (from a worker whose jobs were rescued meanwhile) against
+the real SQL, and checks after every step that no job is lost, attempts never
+exceed the cap, each job is in exactly the state the model predicts, and a
+running job always has an owner while a pending one has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from aiopgq._schema import migrate
+from aiopgq._sql import Statements
+
+WORKERS = ("w1", "w2")
+
+
+@dataclass
+class ModelJob:
+    status: str
+    attempts: int
+    max_attempts: int
+    owner: str | None = None
+
+
+def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
+    loop = asyncio.new_event_loop()
+    conn: asyncpg.Connection = loop.run_until_complete(asyncpg.connect(dsn))
+    loop.run_until_complete(migrate(conn, schema))
+    sql = Statements(schema)
+
+    def run(coro):  # type: ignore[no-untyped-def]
+        return loop.run_until_complete(coro)
+
+    class JobStateMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            run(conn.execute(f'TRUNCATE "{schema}".jobs'))
+            self.jobs: dict[int, ModelJob] = {}
+            self.stale: list[tuple[str, int, int]] = []  # (worker, id, attempt) of lost claims
+
+        def claims(self, worker: str) -> list[int]:
+            return sorted(
+                i for i, j in self.jobs.items() if j.status == "running" and j.owner == worker
+            )
+
+        @rule(max_attempts=st.integers(1, 3))
+        def enqueue(self, max_attempts: int) -> None:
+            row = run(
+                conn.fetchrow(sql.insert_job, "t", "{}", "default", 0, None, max_attempts, None)
+            )
+            self.jobs[row["id"]] = ModelJob("pending", 0, max_attempts)
+
+        @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 4))
+        def fetch(self, worker: str, limit: int) -> None:
+            rows = run(conn.fetch(sql.dequeue_one_queue, "default", limit, worker))
+            pending = sorted(i for i, j in self.jobs.items() if j.status == "pending")
+            # Every runnable job is claimable; none twice (order: test_priority_orders...).
+            assert {r["id"] for r in rows} <= set(pending)
+            assert len(rows) == min(limit, len(pending))
+            for r in rows:
+                job = self.jobs[r["id"]]
+                job.status, job.owner, job.attempts = "running", worker, job.attempts + 1
+                assert r["attempts"] == job.attempts
+
+        @precondition(lambda self: any(j.status == "running" for j in self.jobs.values()))
+        @rule(data=st.data(), outcome=st.sampled_from(["done", "error", "final", "release"]))
+        def finish(self, data: st.DataObject, outcome: str) -> None:
+            job_id = data.draw(
+                st.sampled_from(sorted(i for i, j in self.jobs.items() if j.status == "running"))
+            )
+            job = self.jobs[job_id]
+            worker = job.owner
+            assert worker is not None
+            self._write(worker, job_id, job.attempts, outcome)
+            if outcome == "done":
+                job.status = "done"
+            elif outcome == "release":
+                job.status, job.attempts = "pending", job.attempts - 1
+            elif outcome == "final" or job.attempts >= job.max_attempts:
+                job.status = "failed"
+            else:
+                job.status = "pending"
+            job.owner = None
+
+        def _write(self, worker: str, job_id: int, attempt: int, outcome: str) -> None:
+            if outcome == "done":
+                run(conn.execute(sql.complete_done, [job_id], [attempt], [None], worker))
+            elif outcome == "release":
+                run(conn.execute(sql.release, [job_id], [attempt], worker))
+            else:
+                run(
+                    conn.fetch(
+                        sql.complete_error,
+                        [job_id],
+                        [attempt],
+                        [0.0],
+                        ["boom"],
+                        [outcome == "final"],
+                        worker,
+                    )
+                )
+
+        @rule()
+        def rescue_everything(self) -> None:
+            """Every worker died: all leases expire."""
+            run(
+                conn.execute(
+                    f"UPDATE \"{schema}\".jobs SET heartbeat_at = now() - interval '1 hour' "
+                    "WHERE status = 'running'"
+                )
+            )
+            run(conn.fetch(sql.rescue, 60.0, 1000))
+            for job_id, job in self.jobs.items():
+                if job.status == "running":
+                    assert job.owner is not None
+                    self.stale.append((job.owner, job_id, job.attempts))
+                    job.status = "failed" if job.attempts >= job.max_attempts else "pending"
+                    job.owner = None
+
+        @precondition(lambda self: bool(self.stale))
+        @rule(data=st.data(), outcome=st.sampled_from(["done", "error", "final", "release"]))
+        def stale_completion(self, data: st.DataObject, outcome: str) -> None:
+            """A worker that lost its lease reports late: nothing may change."""
+            worker, job_id, attempt = data.draw(st.sampled_from(self.stale))
+            self._write(worker, job_id, attempt, outcome)
+
+        @precondition(lambda self: bool(self.jobs))
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            job_id = data.draw(st.sampled_from(sorted(self.jobs)))
+            cancelled = run(conn.fetchval(sql.cancel, job_id))
+            job = self.jobs[job_id]
+            assert (cancelled is not None) == (job.status == "pending")
+            if cancelled is not None:
+                job.status = "cancelled"
+
+        @invariant()
+        def database_matches_model(self) -> None:
+            rows = run(
+                conn.fetch(
+                    f'SELECT id, status::text, attempts, max_attempts, locked_by FROM "{schema}".jobs'
+                )
+            )
+            assert {r["id"] for r in rows} == set(self.jobs)  # no job lost or invented
+            for r in rows:
+                job = self.jobs[r["id"]]
+                assert r["attempts"] <= r["max_attempts"]
+                assert (r["status"], r["attempts"], r["locked_by"]) == (
+                    job.status,
+                    job.attempts,
+                    job.owner,
+                )
+                assert (r["status"] == "running") == (r["locked_by"] is not None)
+
+    JobStateMachine.closer = lambda: (run(conn.close()), loop.close())  # type: ignore[attr-defined]
+    return JobStateMachine
+
+
+def test_job_state_machine(dsn: str) -> None:
+    schema = f"t_sm_{uuid.uuid4().hex[:10]}"
+    machine = make_machine(dsn, schema)
+    try:
+        test_case = machine.TestCase
+        test_case.settings = settings(
+            max_examples=60,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        test_case().runTest()
+    finally:
+
+        async def drop() -> None:
+            c = await asyncpg.connect(dsn)
+            await c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+            await c.close()
+
+        machine.closer()  # type: ignore[attr-defined]
+        asyncio.run(drop())
