@@ -148,7 +148,8 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
         def database_matches_model(self) -> None:
             rows = run(
                 conn.fetch(
-                    f'SELECT id, status::text, attempts, max_attempts, locked_by FROM "{schema}".jobs'
+                    "SELECT id, status::text, attempts, max_attempts, locked_by "
+                    f'FROM "{schema}".jobs'
                 )
             )
             assert {r["id"] for r in rows} == set(self.jobs)  # no job lost or invented
