@@ -4,6 +4,10 @@ free = concurrency - running; if free > 0, claim up to `free` jobs in one
 statement. A full batch fetches again as soon as slots free up; a short batch
 sleeps until a NOTIFY, the earliest retry time this worker scheduled, or the
 poll interval, whichever comes first. Wake-ups are hints: the dequeue decides.
+
+Before sleeping after a NOTIFY, the fetcher waits (in the background) for the
+producers that skipped their own NOTIFY to end, then fetches again: see
+sql/migrations/0003_notify_once.sql for why that makes skipping safe.
 """
 
 from __future__ import annotations
@@ -56,10 +60,23 @@ class Fetcher:
         self._next_run_at: float | None = None
         self._stopping = False
         self._orphans_possible = False  # a dequeue failed: it may have committed unseen
+        self._queues = list(queues)
+        self._to_drain: set[str] = set()  # queues NOTIFYed since the last skipper drain
+        self._draining = False
         self.fetches = 0
 
     def wake(self) -> None:
         """A hint that new work may be runnable (NOTIFY, reconnect, rescue)."""
+        self._wake.set()
+
+    def notified(self, queue: str) -> None:
+        """A NOTIFY for `queue` arrived: wake, and drain its skippers before sleeping."""
+        self._to_drain.add(queue)
+        self._wake.set()
+
+    def caught_up(self) -> None:
+        """LISTEN (re)connected: notifications may have been missed meanwhile."""
+        self._to_drain.update(self._queues)
         self._wake.set()
 
     def progress(self) -> None:
@@ -94,6 +111,11 @@ class Fetcher:
 
     async def run(self, group: TaskGroup, *, burst: bool = False) -> None:
         """Fetch and dispatch until stop() (or, with burst, until nothing is runnable)."""
+        async with anyio.create_task_group() as drains:
+            await self._fetch_loop(group, drains, burst=burst)
+            drains.cancel_scope.cancel()
+
+    async def _fetch_loop(self, group: TaskGroup, drains: TaskGroup, *, burst: bool) -> None:
         failures = 0
         while not self._stopping:
             free = self._concurrency - len(self._dispatcher.running)
@@ -125,7 +147,33 @@ class Fetcher:
                     return  # everything we ran is committed and nothing is runnable
                 await self._wait_progress()
                 continue
+            self._start_drain(drains)
             await self._sleep(self._sleep_timeout())
+
+    def _start_drain(self, drains: TaskGroup) -> None:
+        if self._to_drain and not self._draining:
+            queues, self._to_drain = sorted(self._to_drain), set()
+            self._draining = True
+            drains.start_soon(self._drain_skippers, queues)
+
+    async def _drain_skippers(self, queues: list[str]) -> None:
+        try:
+            async with self._pool.acquire() as conn:
+                await conn.execute(
+                    self._sql.wait_for_skippers,
+                    self._sql.schema,
+                    queues,
+                    timeout=self._poll_interval,
+                )
+        except asyncio.TimeoutError:
+            pass  # a skipper's transaction is still open: the next poll covers it
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            logger.warning("waiting for skipped notifications failed (%s)", exc)
+        finally:
+            self._draining = False
+        self._wake.set()
 
     async def run_holding(self, *, burst: bool = False) -> None:
         """Hold-the-transaction mode: claim, run and complete each batch in one transaction.
@@ -133,6 +181,11 @@ class Fetcher:
         The claimed rows stay locked by the open transaction while the jobs run, so a
         crash rolls them back to pending at once (the attempt is not counted).
         """
+        async with anyio.create_task_group() as drains:
+            await self._hold_loop(drains, burst=burst)
+            drains.cancel_scope.cancel()
+
+    async def _hold_loop(self, drains: TaskGroup, *, burst: bool) -> None:
         failures = 0
         while not self._stopping:
             self._wake.clear()
@@ -152,6 +205,7 @@ class Fetcher:
             if burst and rows == 0:
                 return
             if not burst:
+                self._start_drain(drains)
                 await self._sleep(self._sleep_timeout())
 
     async def _run_held_batch(self) -> int:

@@ -30,21 +30,23 @@ class Listener:
         connect: Callable[[], Any],
         channel: str,
         queues: Collection[str],
-        wake: Callable[[], None],
+        notified: Callable[[str], None],
+        connected: Callable[[], None],
         *,
         ping_interval: float = 10.0,
     ) -> None:
         self._connect = connect
         self._channel = channel
         self._queues = frozenset(queues)
-        self._wake = wake
+        self._notified = notified
+        self._on_connected = connected
         self._ping_interval = ping_interval
         self.connected = anyio.Event()
         self.reconnects = 0
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        if payload in self._queues:
-            self._wake()
+        if isinstance(payload, str) and payload in self._queues:
+            self._notified(payload)
 
     async def run(self) -> None:
         failures = 0
@@ -80,7 +82,7 @@ class Listener:
             return 1
         logger.debug("listening on channel %s", quote_identifier(self._channel))
         self.connected.set()
-        self._wake()  # catch up on anything enqueued while we were not listening
+        self._on_connected()  # catch up on anything enqueued while we were not listening
         while not lost.is_set():
             with anyio.move_on_after(self._ping_interval):
                 await lost.wait()

@@ -72,6 +72,7 @@ class Statements:
             "status",
             "set_queue_notify",
             "locks",
+            "wait_for_skippers",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -92,3 +93,4 @@ class Statements:
     status: str
     set_queue_notify: str
     locks: str
+    wait_for_skippers: str

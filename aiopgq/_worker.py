@@ -261,7 +261,9 @@ class Worker:
         async def connect() -> Any:
             return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
-        return Listener(connect, self.queue.schema, self.queues, fetcher.wake)
+        return Listener(
+            connect, self.queue.schema, self.queues, fetcher.notified, fetcher.caught_up
+        )
 
     # -- running in the background of an asyncio service ---------------------------
 

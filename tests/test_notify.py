@@ -1,0 +1,109 @@
+"""NOTIFY only when needed, and never strand a job whose NOTIFY was skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import anyio
+import asyncpg
+
+from aiopgq import Queue
+
+from .helpers import eventually
+
+
+async def listen(conn: asyncpg.Connection, channel: str) -> list[str]:
+    received: list[str] = []
+    await conn.add_listener(channel, lambda *args: received.append(args[3]))
+    return received
+
+
+async def test_concurrent_producers_skip_notify_while_one_is_in_flight(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    received = await listen(conn, queue.schema)
+    first, second = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        async with first.transaction():
+            await queue.enqueue("t", {}, connection=first)  # holds the notifier lock
+            async with second.transaction():
+                await queue.enqueue("t", {}, connection=second)  # skips: registered
+        await asyncio.sleep(0.2)
+        assert received == ["default"]  # one NOTIFY for two committed jobs
+        await queue.enqueue("t", {})  # nobody in flight now: notifies again
+        await eventually(lambda: len(received) == 2, within=5)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_slow_producer_whose_notify_was_skipped_starts_right_after_commit(
+    dsn: str, queue: Queue
+) -> None:
+    started: dict[int, float] = {}
+
+    @queue.task(name="mark")
+    async def mark(n: int) -> None:
+        started[n] = time.monotonic()
+
+    worker = queue.worker(poll_interval=30, concurrency=20)
+    notifier, slow = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        async with worker:
+            assert worker.listener is not None
+            await asyncio.wait_for(worker.listener.connected.wait(), 10)
+            # A notifier is in flight while the slow producer inserts: the slow one skips.
+            tx_notifier, tx_slow = notifier.transaction(), slow.transaction()
+            await tx_notifier.start()
+            await mark.enqueue(0, connection=notifier)
+            await tx_slow.start()
+            await mark.enqueue(1, connection=slow)
+
+            async def burst() -> None:  # other producers keep committing meanwhile
+                for n in range(100, 140):
+                    await mark.enqueue(n)
+                    await asyncio.sleep(0.02)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(burst)
+                await tx_notifier.commit()
+                await eventually(lambda: 0 in started, within=5, every=0.005)
+                await asyncio.sleep(2.0)  # the slow transaction stays open for 2 s
+                assert 1 not in started
+                await tx_slow.commit()
+                committed = time.monotonic()
+                await eventually(lambda: 1 in started, within=10, every=0.002)
+            delay = started[1] - committed
+            print(f"slow producer's job started {delay * 1000:.1f} ms after its commit")
+            assert delay < 0.25  # the poll interval is 30 s: only the skipper drain explains this
+            await eventually(lambda: len(started) == 42, within=10)
+    finally:
+        await notifier.close()
+        await slow.close()
+
+
+async def test_many_concurrent_producers_lose_no_wakeup(dsn: str, queue: Queue) -> None:
+    started: set[int] = set()
+
+    @queue.task(name="burst")
+    async def burst_job(n: int) -> None:
+        started.add(n)
+
+    producers = [Queue(dsn, schema=queue.schema) for _ in range(8)]
+    async with queue.worker(poll_interval=30, concurrency=50) as worker:
+        assert worker.listener is not None
+        await asyncio.wait_for(worker.listener.connected.wait(), 10)
+
+        async def produce(q: Queue, base: int) -> None:
+            async with q:
+                for i in range(50):
+                    await q.enqueue("burst", {"n": base + i})
+                    if i % 10 == 0:
+                        await asyncio.sleep(0.01)
+
+        async with anyio.create_task_group() as group:
+            for k, q in enumerate(producers):
+                group.start_soon(produce, q, k * 1000)
+        # All 400 must run long before the 30 s poll could find any of them.
+        await eventually(lambda: len(started) == 400, within=10)
