@@ -5,9 +5,12 @@ statement. A full batch fetches again as soon as slots free up; a short batch
 sleeps until a NOTIFY, the earliest retry time this worker scheduled, or the
 poll interval, whichever comes first. Wake-ups are hints: the dequeue decides.
 
-Before sleeping after a NOTIFY, the fetcher waits (in the background) for the
-producers that skipped their own NOTIFY to end, then fetches again: see
-sql/migrations/0003_notify_once.sql for why that makes skipping safe.
+While jobs keep coming (a non-empty batch), the fetcher stays awake: it looks
+again after `recheck_interval` instead of sleeping, and advertises that through
+the listener so producers skip their NOTIFY. Before it sleeps it stops
+advertising and waits (in the background) for the producers that skipped to
+end, then fetches again: sql/migrations/0003_notify_once.sql explains why that
+makes skipping safe.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from anyio.abc import TaskGroup
 
 from ._completer import Completer, Outcomes
 from ._dispatcher import Dispatcher
+from ._listener import Listener
 from ._retry import is_transient, reconnect_delay
 from ._sql import Statements
 from ._types import Connection
@@ -41,6 +45,7 @@ class Fetcher:
         *,
         concurrency: int,
         poll_interval: float,
+        recheck_interval: float,
         dispatcher: Dispatcher,
         completer: Completer,
     ) -> None:
@@ -48,6 +53,8 @@ class Fetcher:
         self._worker_id = worker_id
         self._concurrency = concurrency
         self._poll_interval = poll_interval
+        self._recheck_interval = recheck_interval
+        self.listener: Listener | None = None  # set by the worker when it listens
         self._dispatcher = dispatcher
         self._completer = completer
         # Never let more than two batches of outcomes wait for the database.
@@ -140,6 +147,8 @@ class Fetcher:
             failures = 0
             if rows:
                 self._dispatcher.start(group, rows)
+                if self.listener is not None and not self.listener.awake:
+                    await self.listener.hold_awake()
             if len(rows) == free:
                 continue
             if burst:
@@ -147,8 +156,17 @@ class Fetcher:
                     return  # everything we ran is committed and nothing is runnable
                 await self._wait_progress()
                 continue
-            self._start_drain(drains)
+            if rows and self._recheck_interval > 0:
+                await self._sleep(self._recheck_interval)  # more are likely on their way
+                continue
+            await self._go_idle(drains)
             await self._sleep(self._sleep_timeout())
+
+    async def _go_idle(self, drains: TaskGroup) -> None:
+        """About to sleep: stop advertising, then catch the producers that skipped NOTIFY."""
+        if self.listener is not None and await self.listener.release_awake():
+            self._to_drain.update(self._queues)
+        self._start_drain(drains)
 
     def _start_drain(self, drains: TaskGroup) -> None:
         if self._to_drain and not self._draining:

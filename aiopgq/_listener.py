@@ -11,7 +11,7 @@ import asyncpg
 
 from ._dsn import redact
 from ._retry import reconnect_delay
-from ._sql import quote_identifier
+from ._sql import Statements, quote_identifier
 
 logger = logging.getLogger("aiopgq.listener")
 
@@ -23,6 +23,10 @@ class Listener:
     with backoff, LISTENs again and wakes the fetcher once for a catch-up fetch,
     since notifications sent while it was away are gone. A periodic ping finds
     connections that died silently.
+
+    The same connection carries the worker's "awake" advisory locks (session
+    locks must live on a connection that is not shared): while they are held,
+    producers skip their NOTIFY (see sql/migrations/0003_notify_once.sql).
     """
 
     def __init__(
@@ -32,6 +36,7 @@ class Listener:
         queues: Collection[str],
         notified: Callable[[str], None],
         connected: Callable[[], None],
+        sql: Statements,
         *,
         ping_interval: float = 10.0,
     ) -> None:
@@ -41,8 +46,42 @@ class Listener:
         self._notified = notified
         self._on_connected = connected
         self._ping_interval = ping_interval
+        self._sql = sql
         self.connected = anyio.Event()
         self.reconnects = 0
+        self._conn: asyncpg.Connection | None = None
+        self._conn_lock = anyio.Lock()  # one query at a time on the connection
+        self._awake: list[str] = []  # queues whose awake lock this session holds
+
+    @property
+    def awake(self) -> bool:
+        return bool(self._awake)
+
+    async def hold_awake(self) -> None:
+        """Advertise that the worker is fetching, so producers may skip NOTIFY."""
+        if self._awake or self._conn is None:
+            return
+        held = await self._query(self._sql.hold_awake, list(self._queues))
+        self._awake = list(held or [])
+
+    async def release_awake(self) -> bool:
+        """Stop advertising; True if something was held (the caller must drain)."""
+        if not self._awake:
+            return False
+        queues, self._awake = self._awake, []
+        await self._query(self._sql.release_awake, queues)
+        return True
+
+    async def _query(self, sql: str, queues: list[str]) -> Any:
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return None
+        try:
+            async with self._conn_lock:
+                return await conn.fetchval(sql, self._channel, queues)
+        except Exception as exc:  # the connection is going: its session locks go with it
+            logger.debug("awake-lock query failed (%s)", exc)
+            return None
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
         if isinstance(payload, str) and payload in self._queues:
@@ -66,6 +105,7 @@ class Listener:
             try:
                 failures = await self._serve(conn)
             finally:
+                self._conn, self._awake = None, []
                 with anyio.CancelScope(shield=True):
                     await _close_quietly(conn)
             self.connected = anyio.Event()
@@ -81,6 +121,7 @@ class Listener:
             await anyio.sleep(reconnect_delay(1))
             return 1
         logger.debug("listening on channel %s", quote_identifier(self._channel))
+        self._conn = conn
         self.connected.set()
         self._on_connected()  # catch up on anything enqueued while we were not listening
         while not lost.is_set():
@@ -90,10 +131,12 @@ class Listener:
                 break
             try:
                 with anyio.fail_after(self._ping_interval):
-                    await conn.execute("SELECT 1")
+                    async with self._conn_lock:
+                        await conn.execute("SELECT 1")
             except Exception as exc:
                 logger.warning("LISTEN connection unhealthy (%s); reconnecting", exc)
                 break
+        self._conn, self._awake = None, []  # session locks die with the connection
         logger.warning("LISTEN connection lost; reconnecting")
         return 0
 

@@ -73,6 +73,8 @@ class Statements:
             "set_queue_notify",
             "locks",
             "wait_for_skippers",
+            "hold_awake",
+            "release_awake",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -94,3 +96,5 @@ class Statements:
     set_queue_notify: str
     locks: str
     wait_for_skippers: str
+    hold_awake: str
+    release_awake: str

@@ -64,6 +64,7 @@ class Worker:
         queues: Sequence[str] | None = None,
         concurrency: int = 10,
         poll_interval: float | timedelta = 2.0,
+        recheck_interval: float | timedelta = 0.003,
         listen: bool = True,
         heartbeat_interval: float | timedelta = 5.0,
         visibility_timeout: float | timedelta = 30.0,
@@ -88,6 +89,7 @@ class Worker:
             raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
         self.poll_interval = _seconds(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = _seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
         self.heartbeat_interval = _seconds(heartbeat_interval, "heartbeat_interval") or 0.1
         self.visibility_timeout = _seconds(visibility_timeout, "visibility_timeout") or 0.0
@@ -179,6 +181,7 @@ class Worker:
             self.id,
             concurrency=self.concurrency,
             poll_interval=self.poll_interval,
+            recheck_interval=self.recheck_interval,
             dispatcher=dispatcher,
             completer=completer,
         )
@@ -210,6 +213,10 @@ class Worker:
             if self.listen and not burst:
                 self._listener = self._make_listener(fetcher)
                 services.start_soon(self._listener.run)
+                # Report ready once listening, so a job enqueued right after
+                # `async with worker:` is woken by NOTIFY, not found by a poll.
+                with anyio.move_on_after(5):
+                    await self._listener.connected.wait()
             task_status.started()
             try:
                 await self._fetch_until_stopped(fetcher, dispatcher, burst=burst)
@@ -261,9 +268,16 @@ class Worker:
         async def connect() -> Any:
             return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
-        return Listener(
-            connect, self.queue.schema, self.queues, fetcher.notified, fetcher.caught_up
+        listener = Listener(
+            connect,
+            self.queue.schema,
+            self.queues,
+            fetcher.notified,
+            fetcher.caught_up,
+            self.queue.sql,
         )
+        fetcher.listener = listener
+        return listener
 
     # -- running in the background of an asyncio service ---------------------------
 

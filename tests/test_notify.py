@@ -107,3 +107,33 @@ async def test_many_concurrent_producers_lose_no_wakeup(dsn: str, queue: Queue) 
                 group.start_soon(produce, q, k * 1000)
         # All 400 must run long before the 30 s poll could find any of them.
         await eventually(lambda: len(started) == 400, within=10)
+
+
+async def test_producer_skips_notify_while_a_worker_is_awake_and_is_still_caught(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    started: dict[int, float] = {}
+
+    @queue.task(name="awake")
+    async def awake(n: int) -> None:
+        started[n] = time.monotonic()
+
+    received = await listen(conn, queue.schema)
+    # A long recheck interval keeps the worker awake long enough to enqueue meanwhile.
+    worker = queue.worker(poll_interval=30, recheck_interval=0.5)
+    slow = await asyncpg.connect(dsn)
+    try:
+        async with worker:
+            assert worker.listener is not None
+            await awake.enqueue(0)
+            await eventually(lambda: 0 in started and worker.listener.awake, within=5, every=0.002)
+            async with slow.transaction():
+                await awake.enqueue(1, connection=slow)  # worker awake: no NOTIFY
+                await asyncio.sleep(1.5)  # the worker goes idle meanwhile and waits for us
+                assert 1 not in started
+            committed = time.monotonic()
+            await eventually(lambda: 1 in started, within=10, every=0.002)
+            assert started[1] - committed < 0.25  # poll interval is 30 s
+            assert received == ["default"]  # only job 0 notified
+    finally:
+        await slow.close()
