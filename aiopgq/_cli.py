@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -175,7 +176,30 @@ def _parser() -> argparse.ArgumentParser:
     enqueue.set_defaults(run=_enqueue)
 
     command("status", "job counts per queue and status").set_defaults(run=_status)
+
+    server = command("server", "run a persistent local PostgreSQL (embedded) in the foreground")
+    server.add_argument("data_dir", nargs="?", type=Path, help="default ~/.local/share/aiopgq/pg18")
+    server.add_argument("--port", type=int, default=None, help="default: a free port")
+    server.set_defaults(run=_server, sync=True)
+
+    demo = command("demo", "enqueue and run jobs on the embedded server (or --dsn) and report")
+    demo.add_argument("--jobs", type=int, default=20_000)
+    demo.set_defaults(run=_demo, sync=True)
     return parser
+
+
+def _server(args: argparse.Namespace) -> int:
+    from ._embedded import serve_forever
+
+    return serve_forever(args.data_dir, args.port)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import run_demo
+
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return run_demo(resolve_dsn(args.dsn), jobs=args.jobs)
 
 
 def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]], int]:
@@ -197,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runner = _event_loop_runner(args.command == "worker" and not getattr(args, "no_uvloop", False))
     try:
+        if getattr(args, "sync", False):
+            return int(args.run(args))
         return runner(args.run(args))
     except UsageError as exc:
         print(f"aiopgq: {exc}", file=sys.stderr)

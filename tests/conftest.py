@@ -11,14 +11,29 @@ import pytest
 
 from aiopgq import Queue
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
-    """DATABASE_URL when set, else the local server; fails (never skips) if unreachable."""
-    dsn = os.environ.get("DATABASE_URL") or DEFAULT_DSN
-    yield dsn
+    """DATABASE_URL when set, else a throwaway embedded server for this session.
+
+    Fails (never skips) when neither is available.
+    """
+    dsn = os.environ.get("DATABASE_URL")
+    if dsn:
+        yield dsn
+        return
+    from aiopgq._embedded import start_throwaway
+
+    try:
+        server = start_throwaway()
+    except Exception as exc:
+        pytest.fail(
+            f"no DATABASE_URL and the embedded server did not start ({exc}); "
+            "install the test extra (pip install -e '.[test]') or set DATABASE_URL",
+            pytrace=False,
+        )
+    with server:
+        yield server.ensure_database("aiopgq_test")
 
 
 @pytest.fixture(scope="session")
