@@ -92,7 +92,9 @@ class Fetcher:
 
     def retry_scheduled(self, when: datetime) -> None:
         at = when.timestamp()
-        if self._next_run_at is None or at < self._next_run_at:
+        known = self._next_run_at
+        # Replace a time already passed, too: it was due, and may never have been seen.
+        if known is None or at < known or known <= time.time():
             self._next_run_at = at
             self._wake.set()  # re-arm the sleep with the earlier deadline
 
@@ -116,13 +118,13 @@ class Fetcher:
         )
         return rows
 
-    async def run(self, group: TaskGroup, *, burst: bool = False) -> None:
+    async def run(self, *, burst: bool = False) -> None:
         """Fetch and dispatch until stop() (or, with burst, until nothing is runnable)."""
         async with anyio.create_task_group() as drains:
-            await self._fetch_loop(group, drains, burst=burst)
+            await self._fetch_loop(drains, burst=burst)
             drains.cancel_scope.cancel()
 
-    async def _fetch_loop(self, group: TaskGroup, drains: TaskGroup, *, burst: bool) -> None:
+    async def _fetch_loop(self, drains: TaskGroup, *, burst: bool) -> None:
         failures = 0
         while not self._stopping:
             free = self._concurrency - len(self._dispatcher.running)
@@ -146,7 +148,7 @@ class Fetcher:
                 continue
             failures = 0
             if rows:
-                self._dispatcher.start(group, rows)
+                self._dispatcher.start(rows)
                 if self.listener is not None and not self.listener.awake:
                     await self.listener.hold_awake()
             if len(rows) == free:
@@ -231,8 +233,7 @@ class Fetcher:
             rows = await self._dequeue(conn, self._concurrency)
             if rows:
                 outcomes = Outcomes()
-                async with anyio.create_task_group() as batch:
-                    self._dispatcher.start(batch, rows, sink=outcomes)
+                await asyncio.gather(*self._dispatcher.start(rows, sink=outcomes))
                 retry_times = await outcomes.write(conn, self._sql, self._worker_id)
                 if retry_times:
                     self.retry_scheduled(min(retry_times))

@@ -48,6 +48,36 @@ def bind_arguments(
     return arguments
 
 
+class KeywordCheck:
+    """Checks a dict of keyword arguments against a signature with set operations.
+
+    The same verdicts (and messages) as `Signature.bind(**kwargs)`, several times
+    faster: it runs once per job on the worker and once per payload in enqueue_many.
+    """
+
+    def __init__(self, signature: inspect.Signature, name: str) -> None:
+        named = [
+            p
+            for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        self._name = name
+        self._accepted = frozenset(p.name for p in named)
+        self._required = [p.name for p in named if p.default is p.empty]
+        self._any_keyword = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+
+    def __call__(self, arguments: Mapping[str, Any]) -> None:
+        for required in self._required:
+            if required not in arguments:
+                raise TypeError(f"task {self._name}: missing a required argument: {required!r}")
+        if not self._any_keyword:
+            for key in arguments:
+                if key not in self._accepted:
+                    raise TypeError(
+                        f"task {self._name}: got an unexpected keyword argument {key!r}"
+                    )
+
+
 def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> str:
     """JSON text of the arguments; TypeError/ValueError naming the argument at fault."""
     try:

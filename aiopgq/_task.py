@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._job import Job
 from ._payload import (
+    KeywordCheck,
     bind_arguments,
     check_max_attempts,
     check_priority,
@@ -55,6 +56,7 @@ class Task(Generic[P, R]):
         self.timeout = timeout
         self.retry = retry
         self.signature = check_signature(fn, name)
+        self.check_keywords = KeywordCheck(self.signature, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self._queue = queue
 
@@ -66,6 +68,9 @@ class Task(Generic[P, R]):
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The payload dict for a call with these arguments (TypeError names a bad one)."""
+        if not args:
+            self.check_keywords(kwargs)
+            return dict(kwargs)
         return bind_arguments(self.signature, self.name, args, kwargs)
 
     async def enqueue(

@@ -230,22 +230,20 @@ class Worker:
     async def _fetch_until_stopped(
         self, fetcher: Fetcher, dispatcher: Dispatcher, *, burst: bool
     ) -> None:
-        async with anyio.create_task_group() as jobs:
-            try:
-                if self.hold_transaction:
-                    await fetcher.run_holding(burst=burst)
-                else:
-                    await fetcher.run(jobs, burst=burst)
-                await self._drain(dispatcher)
-            except BaseException:
-                dispatcher.releasing = True  # cancelled from outside: give jobs back
-                raise
+        try:
+            if self.hold_transaction:
+                await fetcher.run_holding(burst=burst)
+            else:
+                await fetcher.run(burst=burst)
+            await self._drain(dispatcher)
+        finally:
+            # Grace period over, or cancelled from outside: give running jobs back.
             if dispatcher.running:
                 logger.warning(
-                    "grace period over: releasing %d running jobs", len(dispatcher.running)
+                    "stopping: releasing %d running jobs to pending", len(dispatcher.running)
                 )
-                dispatcher.releasing = True
-                jobs.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await dispatcher.cancel_all()
 
     async def _drain(self, dispatcher: Dispatcher) -> None:
         with anyio.move_on_after(self.grace_period):

@@ -109,8 +109,26 @@ async def test_many_concurrent_producers_lose_no_wakeup(dsn: str, queue: Queue) 
         await eventually(lambda: len(started) == 400, within=10)
 
 
-async def test_producer_skips_notify_while_a_worker_is_awake_and_is_still_caught(
+async def test_no_notify_while_a_worker_advertises_it_is_awake(
     dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    received = await listen(conn, queue.schema)
+    worker_session = await asyncpg.connect(dsn)
+    try:
+        held = await worker_session.fetchval(queue.sql.hold_awake, queue.schema, ["default"])
+        assert held == ["default"]
+        await queue.enqueue("t", {})
+        await asyncio.sleep(0.2)
+        assert received == []  # an awake worker will look again: no NOTIFY needed
+        await worker_session.fetchval(queue.sql.release_awake, queue.schema, ["default"])
+        await queue.enqueue("t", {})
+        await eventually(lambda: received == ["default"], within=5)
+    finally:
+        await worker_session.close()
+
+
+async def test_job_skipped_while_worker_awake_starts_when_the_worker_goes_idle(
+    dsn: str, queue: Queue
 ) -> None:
     started: dict[int, float] = {}
 
@@ -118,22 +136,62 @@ async def test_producer_skips_notify_while_a_worker_is_awake_and_is_still_caught
     async def awake(n: int) -> None:
         started[n] = time.monotonic()
 
-    received = await listen(conn, queue.schema)
-    # A long recheck interval keeps the worker awake long enough to enqueue meanwhile.
-    worker = queue.worker(poll_interval=30, recheck_interval=0.5)
+    worker = queue.worker(poll_interval=30, recheck_interval=0.2)
+    slow = await asyncpg.connect(dsn)
+    stream_on = True
+
+    async def stream() -> None:  # keeps the worker busy, hence awake
+        n = 100
+        while stream_on:
+            await awake.enqueue(n)
+            n += 1
+            await asyncio.sleep(0.05)
+
+    try:
+        async with worker, anyio.create_task_group() as group:
+            assert worker.listener is not None
+            group.start_soon(stream)
+            await eventually(lambda: worker.listener.awake, within=10, every=0.002)
+            async with slow.transaction():
+                await awake.enqueue(1, connection=slow)  # the worker is awake: no NOTIFY
+                stream_on = False
+                await asyncio.sleep(2.0)  # the worker goes idle meanwhile, waiting for us
+                assert 1 not in started
+                assert not worker.listener.awake
+            committed = time.monotonic()
+            await eventually(lambda: 1 in started, within=10, every=0.002)
+            assert started[1] - committed < 0.25  # poll interval 30 s: the drain did it
+    finally:
+        await slow.close()
+
+
+async def test_worker_woken_by_a_poll_still_catches_producers_that_skipped(
+    dsn: str, queue: Queue
+) -> None:
+    """The drain on going idle covers skips even when no NOTIFY ever reached the worker."""
+    started: dict[int, float] = {}
+
+    @queue.task(name="polled")
+    async def polled(n: int) -> None:
+        started[n] = time.monotonic()
+
+    await queue.set_notify("default", False)  # job 0 reaches the worker by polling only
+    worker = queue.worker(poll_interval=3, recheck_interval=1.0)
     slow = await asyncpg.connect(dsn)
     try:
         async with worker:
             assert worker.listener is not None
-            await awake.enqueue(0)
-            await eventually(lambda: 0 in started and worker.listener.awake, within=5, every=0.002)
+            await asyncio.sleep(0.3)  # the start-up catch-up drain is over
+            await polled.enqueue(0)
+            await eventually(lambda: 0 in started and worker.listener.awake, within=10)
+            await queue.set_notify("default", True)
             async with slow.transaction():
-                await awake.enqueue(1, connection=slow)  # worker awake: no NOTIFY
-                await asyncio.sleep(1.5)  # the worker goes idle meanwhile and waits for us
-                assert 1 not in started
+                await polled.enqueue(1, connection=slow)  # worker awake: skips NOTIFY
+                assert worker.listener.awake, "machine too slow: the awake window passed"
+                await asyncio.sleep(2.0)
+                assert not worker.listener.awake
             committed = time.monotonic()
             await eventually(lambda: 1 in started, within=10, every=0.002)
-            assert started[1] - committed < 0.25  # poll interval is 30 s
-            assert received == ["default"]  # only job 0 notified
+            assert started[1] - committed < 0.25  # not the next 3 s poll
     finally:
         await slow.close()

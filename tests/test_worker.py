@@ -292,3 +292,26 @@ async def test_worker_survives_its_connections_being_killed(
     assert time.monotonic() - t0 < 30
     assert set(runs) == set(range(2000))
     assert sum(runs.values()) - 2000 <= 3 * 20  # re-runs only of jobs in flight at a kill
+
+
+def test_a_later_retry_replaces_a_retry_time_already_passed() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from aiopgq._fetcher import Fetcher
+    from aiopgq._sql import Statements
+
+    fetcher = Fetcher(
+        None,  # type: ignore[arg-type]  # no database needed for the timing bookkeeping
+        Statements("aiopgq"),
+        ["default"],
+        "w",
+        concurrency=1,
+        poll_interval=30,
+        recheck_interval=0,
+        dispatcher=None,
+        completer=None,  # type: ignore[arg-type]
+    )
+    now = datetime.now(timezone.utc)
+    fetcher.retry_scheduled(now - timedelta(seconds=1))  # due, consumed by a fetch meanwhile
+    fetcher.retry_scheduled(now + timedelta(seconds=2))
+    assert 0 < fetcher._sleep_timeout() <= 2.1  # not the 30 s poll interval
