@@ -215,8 +215,9 @@ def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]],
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    quiet = args.command == "demo"  # its progress bar and table tell the story
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     runner = _event_loop_runner(args.command == "worker" and not getattr(args, "no_uvloop", False))

@@ -162,3 +162,34 @@ async def test_worker_in_background_context(queue: Queue) -> None:
     async with queue.worker(poll_interval=30):
         await bg.enqueue()
         await asyncio.wait_for(done.wait(), 10)
+
+
+async def test_queue_on_an_existing_pool_with_its_own_jsonb_codec(dsn: str, queue: Queue) -> None:
+    import json
+
+    async def init(conn: asyncpg.Connection) -> None:  # an app's own codec must not matter
+        await conn.set_type_codec(
+            "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4, init=init)
+    try:
+        shared = Queue(pool=pool, schema=queue.schema)
+        done = asyncio.Event()
+
+        @shared.task(name="on.pool")
+        async def on_pool(data: dict[str, int]) -> dict[str, int]:
+            done.set()
+            return data
+
+        async with shared.worker(poll_interval=30) as worker:
+            assert worker.listener is not None and worker.listener.connected.is_set()
+            job = await on_pool.enqueue({"x": 1})
+            await asyncio.wait_for(done.wait(), 10)  # woken by NOTIFY on its own connection
+        finished = await shared.get_job(job.id)
+        assert finished.payload == {"data": {"x": 1}}
+        await asyncio.sleep(0.05)
+        assert (await shared.get_job(job.id)).result == {"x": 1}
+        assert not pool._closed  # type: ignore[attr-defined]  # the queue leaves it open
+    finally:
+        await pool.close()
