@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -79,11 +80,14 @@ class Outcomes:
 
 
 class Completer:
-    """Flushes outcomes every `batch_size` outcomes or `interval` seconds, whichever first.
+    """Commits outcomes: most `done`s ride along with the fetcher's next dequeue (one
+    commit per batch); the rest are flushed every `interval` seconds, or at once when
+    `batch_size` outcomes are waiting.
 
-    A flush that hits a transient database error keeps its outcomes and tries
+    A write that hits a transient database error keeps its outcomes and tries
     again with backoff; until then the jobs stay `running` under this worker's
-    heartbeat, so nothing is lost and nothing is run twice.
+    heartbeat, so nothing is lost and nothing is run twice. Every write is guarded
+    by the job's lease (id, attempt, worker), so writing an outcome twice is harmless.
     """
 
     def __init__(
@@ -105,19 +109,21 @@ class Completer:
         self._on_retry_scheduled = on_retry_scheduled
         self._on_flushed = on_flushed
         self._buffer = Outcomes()
-        self._writing = Outcomes()
+        self._writing = Outcomes()  # flushed by us right now
+        self._riding = Outcomes()  # on their way with a dequeue
         self._flush_requested = anyio.Event()
         self._idle = anyio.Event()
         self._idle.set()
+        self._oldest: float | None = None  # when the oldest buffered outcome arrived
 
     @property
     def backlog(self) -> int:
-        """Outcomes not yet committed (buffered or being written)."""
-        return len(self._buffer) + len(self._writing)
+        """Outcomes not yet committed (buffered, being written, or riding a dequeue)."""
+        return len(self._buffer) + len(self._writing) + len(self._riding)
 
     def in_flight_ids(self) -> list[int]:
         """Jobs finished here whose outcome is not committed: still ours to heartbeat."""
-        return self._buffer.ids() + self._writing.ids()
+        return self._buffer.ids() + self._writing.ids() + self._riding.ids()
 
     def done(self, job: Job, result: str | None) -> None:
         self._buffer.done(job, result)
@@ -134,8 +140,42 @@ class Completer:
     def _added(self) -> None:
         if self._idle.is_set():
             self._idle = anyio.Event()
+        if self._oldest is None:
+            self._oldest = time.monotonic()
         if len(self._buffer) >= self._batch_size:
             self._flush_requested.set()
+
+    def take_done(self) -> Outcomes:
+        """Hand the buffered `done`s to a dequeue that commits them; see `landed`."""
+        riding, buffer = Outcomes(), self._buffer
+        if buffer.done_ids and not self._riding:
+            riding.done_ids, buffer.done_ids = buffer.done_ids, []
+            riding.done_attempts, buffer.done_attempts = buffer.done_attempts, []
+            riding.done_results, buffer.done_results = buffer.done_results, []
+            self._riding = riding
+            if not buffer:
+                self._oldest = None
+        return riding
+
+    def landed(self, riding: Outcomes, *, committed: bool) -> None:
+        """The dequeue carrying `riding` ended: committed, or failed (write them later)."""
+        if riding is not self._riding or not riding:
+            return
+        self._riding = Outcomes()
+        if not committed:
+            for job_id, attempt, result in zip(
+                riding.done_ids, riding.done_attempts, riding.done_results, strict=True
+            ):
+                self._buffer.done_ids.append(job_id)
+                self._buffer.done_attempts.append(attempt)
+                self._buffer.done_results.append(result)
+            self._flush_requested.set()
+        self._settled()
+
+    def _settled(self) -> None:
+        if not self.backlog:
+            self._idle.set()
+        self._on_flushed()
 
     async def wait_idle(self) -> None:
         """Return once every outcome recorded so far is committed."""
@@ -144,22 +184,26 @@ class Completer:
             await self._idle.wait()
 
     async def run(self) -> None:
-        """Flush forever; cancel to stop (call `flush_all` afterwards to drain)."""
-        while True:
-            with anyio.move_on_after(self._interval):
-                await self._flush_requested.wait()
-            if self._buffer:
-                await self._flush()
+        """Flush forever; cancel to stop (after `wait_idle`, nothing is lost).
 
-    async def flush_all(self) -> None:
-        """Write everything buffered, retrying transient errors (used at shutdown)."""
-        while self.backlog:
-            await self._flush()
+        Outcomes are flushed once the oldest has waited `interval` seconds: under
+        load the fetcher takes the `done`s first, so they cost no commit of their own.
+        """
+        while True:
+            oldest = self._oldest
+            wait = self._interval if oldest is None else oldest + self._interval - time.monotonic()
+            if wait > 0:
+                with anyio.move_on_after(wait):
+                    await self._flush_requested.wait()
+            oldest = self._oldest
+            due = oldest is not None and time.monotonic() - oldest >= self._interval
+            if self._writing or (self._buffer and (due or self._flush_requested.is_set())):
+                await self._flush()
 
     async def _flush(self) -> None:
         self._flush_requested = anyio.Event()
         if not self._writing:
-            self._writing, self._buffer = self._buffer, Outcomes()
+            self._writing, self._buffer, self._oldest = self._buffer, Outcomes(), None
         failures = 0
         while True:
             try:
@@ -182,9 +226,7 @@ class Completer:
         self._writing = Outcomes()
         if retry_times:
             self._on_retry_scheduled(min(retry_times))
-        if not self._buffer:
-            self._idle.set()
-        self._on_flushed()
+        self._settled()
 
 
 def clamp_delay(delay: float) -> float:

@@ -113,9 +113,21 @@ class Fetcher:
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
         self.fetches += 1
-        rows: list[asyncpg.Record] = await conn.fetch(
-            self._statement, self._queues_arg, limit, self._worker_id
-        )
+        riding = self._completer.take_done()
+        try:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                self._statement,
+                self._queues_arg,
+                limit,
+                self._worker_id,
+                riding.done_ids,
+                riding.done_attempts,
+                riding.done_results,
+            )
+        except BaseException:
+            self._completer.landed(riding, committed=False)
+            raise
+        self._completer.landed(riding, committed=True)
         return rows
 
     async def run(self, *, burst: bool = False) -> None:

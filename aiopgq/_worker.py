@@ -69,7 +69,7 @@ class Worker:
         heartbeat_interval: float | timedelta = 5.0,
         visibility_timeout: float | timedelta = 30.0,
         grace_period: float | timedelta = 30.0,
-        completion_batch_size: int = 100,
+        completion_batch_size: int = 1000,
         completion_interval: float | timedelta = 0.01,
         maintenance_interval: float | timedelta = 5.0,
         retention: float | timedelta | None = timedelta(days=1),

@@ -2,7 +2,16 @@
 -- jobs_pending_idx in order (LATERAL + LIMIT), then the candidates are merged by
 -- priority. Rows locked beyond the final LIMIT are released when the statement
 -- commits, a few milliseconds later. $1 queues, $2 batch size, $3 worker id.
-WITH next AS (
+-- Outcomes of jobs this worker finished ride along ($4 ids, $5 attempts as lease
+-- tokens, $6 results as JSON text): one commit per batch instead of two.
+WITH completed AS (
+    UPDATE {{schema}}.jobs j
+    SET status = 'done', finished_at = now(), result = o.result::jsonb,
+        locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
+    FROM unnest($4::bigint[], $5::int[], $6::text[]) AS o(id, attempt, result)
+    WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
+),
+next AS (
     SELECT c.id
     FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (

@@ -62,7 +62,7 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
 
         @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 4))
         def fetch(self, worker: str, limit: int) -> None:
-            rows = run(conn.fetch(sql.dequeue_one_queue, "default", limit, worker))
+            rows = run(conn.fetch(sql.dequeue_one_queue, "default", limit, worker, [], [], []))
             pending = sorted(i for i, j in self.jobs.items() if j.status == "pending")
             # Every runnable job is claimable; none twice (order: test_priority_orders...).
             assert {r["id"] for r in rows} <= set(pending)
