@@ -73,6 +73,35 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
                 assert r["attempts"] == job.attempts
 
         @precondition(lambda self: any(j.status == "running" for j in self.jobs.values()))
+        @rule(data=st.data(), limit=st.integers(0, 3))
+        def fetch_with_a_completion(self, data: st.DataObject, limit: int) -> None:
+            """A done outcome riding along with the owner's next dequeue."""
+            job_id = data.draw(
+                st.sampled_from(sorted(i for i, j in self.jobs.items() if j.status == "running"))
+            )
+            job = self.jobs[job_id]
+            worker = job.owner
+            pending = {i for i, j in self.jobs.items() if j.status == "pending"}
+            rows = run(
+                conn.fetch(
+                    sql.dequeue_one_queue,
+                    "default",
+                    limit,
+                    worker,
+                    [job_id],
+                    [job.attempts],
+                    [None],
+                )
+            )
+            job.status, job.owner = "done", None
+            assert {r["id"] for r in rows} <= pending
+            assert len(rows) == min(limit, len(pending))
+            for r in rows:
+                claimed = self.jobs[r["id"]]
+                claimed.status, claimed.owner = "running", worker
+                claimed.attempts += 1
+
+        @precondition(lambda self: any(j.status == "running" for j in self.jobs.values()))
         @rule(data=st.data(), outcome=st.sampled_from(["done", "error", "final", "release"]))
         def finish(self, data: st.DataObject, outcome: str) -> None:
             job_id = data.draw(
@@ -95,6 +124,12 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
         def _write(self, worker: str, job_id: int, attempt: int, outcome: str) -> None:
             if outcome == "done":
                 run(conn.execute(sql.complete_done, [job_id], [attempt], [None], worker))
+            elif outcome == "ride":  # a done outcome on a dequeue that claims nothing
+                run(
+                    conn.fetch(
+                        sql.dequeue_one_queue, "default", 0, worker, [job_id], [attempt], [None]
+                    )
+                )
             elif outcome == "release":
                 run(conn.execute(sql.release, [job_id], [attempt], worker))
             else:
@@ -128,7 +163,9 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
                     job.owner = None
 
         @precondition(lambda self: bool(self.stale))
-        @rule(data=st.data(), outcome=st.sampled_from(["done", "error", "final", "release"]))
+        @rule(
+            data=st.data(), outcome=st.sampled_from(["done", "ride", "error", "final", "release"])
+        )
         def stale_completion(self, data: st.DataObject, outcome: str) -> None:
             """A worker that lost its lease reports late: nothing may change."""
             worker, job_id, attempt = data.draw(st.sampled_from(self.stale))
