@@ -116,6 +116,7 @@ class Queue:
                     self.dsn,
                     min_size=self._pool_sizes[0],
                     max_size=self._pool_sizes[1],
+                    reset=_keep_session,
                     **self._connect_kwargs,
                 )
                 return
@@ -421,6 +422,18 @@ class Queue:
         from ._worker import Worker
 
         return Worker(self, queues=queues, **options)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset hook: nothing to undo, so skip asyncpg's reset query.
+
+    By default asyncpg sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL` on every release: one more round trip for every enqueue, fetch and
+    completion. aiopgq leaves no session state on pool connections (its advisory locks
+    are transaction-scoped; LISTEN has its own connection), and asyncpg still rolls back
+    an open transaction. Code that borrows `queue.pool` must not leave session state
+    behind either (SET, session advisory locks, LISTEN), or should use its own pool.
+    """
 
 
 def _default(value: int | None, fallback: int) -> int:
