@@ -20,10 +20,12 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import anyio
 import asyncpg
 from anyio.abc import TaskGroup
+from asyncpg.pool import PoolConnectionProxy
 
 from ._completer import Completer, Outcomes
 from ._dispatcher import Dispatcher
@@ -66,6 +68,7 @@ class Fetcher:
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
         self._next_run_at: float | None = None
         self._stopping = False
+        self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a dequeue failed: it may have committed unseen
         self._queues = list(queues)
         self._to_drain: set[str] = set()  # queues NOTIFYed since the last skipper drain
@@ -130,11 +133,30 @@ class Fetcher:
         self._completer.landed(riding, committed=True)
         return rows
 
+    async def _connection(self) -> PoolConnectionProxy[Any]:
+        # One pool connection held for the fetcher's life: no acquire and release
+        # (with the pool's reset, maybe a round trip) per fetch.
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await self._pool.acquire()
+        return self._conn
+
+    async def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._pool.release(conn, timeout=5)
+                except Exception as exc:  # broken: asyncpg terminates it
+                    logger.debug("releasing the fetch connection failed (%s)", exc)
+
     async def run(self, *, burst: bool = False) -> None:
         """Fetch and dispatch until stop() (or, with burst, until nothing is runnable)."""
-        async with anyio.create_task_group() as drains:
-            await self._fetch_loop(drains, burst=burst)
-            drains.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as drains:
+                await self._fetch_loop(drains, burst=burst)
+                drains.cancel_scope.cancel()
+        finally:
+            await self._drop_connection()
 
     async def _fetch_loop(self, drains: TaskGroup, *, burst: bool) -> None:
         failures = 0
@@ -147,9 +169,9 @@ class Fetcher:
             settled = backlog == 0 and not self._dispatcher.running
             self._wake.clear()
             try:
-                async with self._pool.acquire() as conn:
-                    rows = await self._dequeue(conn, free)
+                rows = await self._dequeue(await self._connection(), free)
             except Exception as exc:
+                await self._drop_connection()
                 if not is_transient(exc):
                     raise
                 self._orphans_possible = True
@@ -213,9 +235,12 @@ class Fetcher:
         The claimed rows stay locked by the open transaction while the jobs run, so a
         crash rolls them back to pending at once (the attempt is not counted).
         """
-        async with anyio.create_task_group() as drains:
-            await self._hold_loop(drains, burst=burst)
-            drains.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as drains:
+                await self._hold_loop(drains, burst=burst)
+                drains.cancel_scope.cancel()
+        finally:
+            await self._drop_connection()
 
     async def _hold_loop(self, drains: TaskGroup, *, burst: bool) -> None:
         failures = 0
@@ -224,6 +249,7 @@ class Fetcher:
             try:
                 rows = await self._run_held_batch()
             except Exception as exc:
+                await self._drop_connection()
                 if not is_transient(exc):
                     raise
                 failures += 1
@@ -241,7 +267,8 @@ class Fetcher:
                 await self._sleep(self._sleep_timeout())
 
     async def _run_held_batch(self) -> int:
-        async with self._pool.acquire() as conn, conn.transaction():
+        conn = await self._connection()
+        async with conn.transaction():
             rows = await self._dequeue(conn, self._concurrency)
             if rows:
                 outcomes = Outcomes()
