@@ -61,8 +61,7 @@ class Fetcher:
         self._completer = completer
         # Never let more than two batches of outcomes wait for the database.
         self._max_backlog = 2 * concurrency
-        self._statement = sql.dequeue_one_queue if len(queues) == 1 else sql.dequeue
-        self._queues_arg: str | list[str] = queues[0] if len(queues) == 1 else list(queues)
+        self._statement = sql.dequeue
         self._sql = sql
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
@@ -120,7 +119,7 @@ class Fetcher:
         try:
             rows: list[asyncpg.Record] = await conn.fetch(
                 self._statement,
-                self._queues_arg,
+                self._queues,
                 limit,
                 self._worker_id,
                 riding.done_ids,

@@ -56,7 +56,6 @@ class Statements:
         self.schema = validate_identifier(schema)
         for name in (
             "dequeue",
-            "dequeue_one_queue",
             "complete_done",
             "complete_error",
             "release",
@@ -79,7 +78,6 @@ class Statements:
             setattr(self, name, render(f"{name}.sql", schema))
 
     dequeue: str
-    dequeue_one_queue: str
     complete_done: str
     complete_error: str
     release: str

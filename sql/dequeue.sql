@@ -1,7 +1,13 @@
--- dequeue_one_queue.sql for several queues at once. Each queue is read through
--- jobs_pending_idx in order (LATERAL + LIMIT), then the candidates are merged by
--- priority. Rows locked beyond the final LIMIT are released when the statement
--- commits, a few milliseconds later. $1 queues, $2 batch size, $3 worker id.
+-- Claim up to $2 runnable jobs of the queues $1 for worker $3 in one statement:
+-- lock with SKIP LOCKED (concurrent workers get disjoint rows), mark running,
+-- count the attempt, start the lease.
+--
+-- Each queue is read through jobs_pending_idx in order and stops at the LIMIT
+-- (LATERAL with `queue = q.name`: a plain `queue = ANY($1)` makes PostgreSQL < 17
+-- sort every pending row of those queues first), then the candidates are merged
+-- by priority. With several queues, rows locked beyond the final LIMIT are
+-- released when the statement commits, a few milliseconds later.
+--
 -- Outcomes of jobs this worker finished ride along ($4 ids, $5 attempts as lease
 -- tokens, $6 results as JSON text): one commit per batch instead of two.
 WITH completed AS (

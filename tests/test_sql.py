@@ -20,8 +20,8 @@ async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) 
         await ta.start()
         await tb.start()
         # Both transactions stay open: their row locks overlap in time.
-        rows_a = await a.fetch(queue.sql.dequeue_one_queue, "default", 60, "worker-a", [], [], [])
-        rows_b = await b.fetch(queue.sql.dequeue_one_queue, "default", 60, "worker-b", [], [], [])
+        rows_a = await a.fetch(queue.sql.dequeue, ["default"], 60, "worker-a", [], [], [])
+        rows_b = await b.fetch(queue.sql.dequeue, ["default"], 60, "worker-b", [], [], [])
         ids_a, ids_b = {r["id"] for r in rows_a}, {r["id"] for r in rows_b}
         assert len(ids_a) == 60 and len(ids_b) == 40
         assert ids_a.isdisjoint(ids_b)
@@ -45,7 +45,7 @@ async def test_dequeue_uses_the_partial_index_with_many_done_rows(
     await conn.execute(f"INSERT INTO {table} (task) SELECT 't' FROM generate_series(1, 50)")
     await conn.execute(f"ANALYZE {table}")
     for statement, queues in (
-        (queue.sql.dequeue_one_queue, "default"),
+        (queue.sql.dequeue, ["default"]),
         (queue.sql.dequeue, ["default", "other"]),
     ):
         plan = await conn.fetchval(
