@@ -75,7 +75,9 @@ class Outcomes:
             )
             retry_times = [row[2] for row in rows if row[1] == "pending"]
         if self.release_ids:
-            await conn.execute(sql.release, self.release_ids, self.release_attempts, worker_id)
+            await conn.execute(
+                sql.release, self.release_ids, self.release_attempts, worker_id, sql.schema
+            )
         return retry_times
 
 

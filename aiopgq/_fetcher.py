@@ -36,6 +36,9 @@ from ._types import Connection
 
 logger = logging.getLogger("aiopgq.fetcher")
 
+# A worker with every slot busy for this long hands its "awake" role to its peers.
+_HAND_OVER_AFTER = 0.02
+
 
 class Fetcher:
     def __init__(
@@ -154,6 +157,8 @@ class Fetcher:
             async with anyio.create_task_group() as drains:
                 await self._fetch_loop(drains, burst=burst)
                 drains.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._hand_over()  # stopping: peers take over what we advertised
         finally:
             await self._drop_connection()
 
@@ -163,7 +168,7 @@ class Fetcher:
             free = self._concurrency - len(self._dispatcher.running)
             backlog = self._completer.backlog
             if free <= 0 or backlog >= self._max_backlog:
-                await self._wait_progress()
+                await self._wait_saturated()
                 continue
             settled = backlog == 0 and not self._dispatcher.running
             self._wake.clear()
@@ -197,6 +202,28 @@ class Fetcher:
             await self._go_idle(drains)
             await self._sleep(self._sleep_timeout())
 
+    async def _wait_saturated(self) -> None:
+        """No room to fetch: wait for a slot. If that takes a while, stop advertising
+        that we are awake (producers would skip NOTIFY while idle peers sleep) and wake
+        those peers for jobs whose NOTIFY was already skipped."""
+        with anyio.move_on_after(_HAND_OVER_AFTER):
+            await self._wait_progress()
+            return
+        await self._hand_over()
+        await self._wait_progress()
+
+    async def _hand_over(self) -> None:
+        if self.listener is None or not await self.listener.release_awake():
+            return
+        try:
+            conn = await self._connection()
+            await conn.execute(self._sql.notify_queues, self._sql.schema, self._queues)
+        except Exception as exc:
+            await self._drop_connection()
+            if not is_transient(exc):
+                raise
+            logger.warning("waking peer workers failed (%s); they poll meanwhile", exc)
+
     async def _go_idle(self, drains: TaskGroup) -> None:
         """About to sleep: stop advertising, then catch the producers that skipped NOTIFY."""
         if self.listener is not None and await self.listener.release_awake():
@@ -223,6 +250,7 @@ class Fetcher:
         except Exception as exc:
             if not is_transient(exc):
                 raise
+            self._to_drain.update(queues)  # those skippers are still unaccounted for
             logger.warning("waiting for skipped notifications failed (%s)", exc)
         finally:
             self._draining = False

@@ -81,6 +81,10 @@ class Listener:
                 return await conn.fetchval(sql, self._channel, queues)
         except Exception as exc:  # the connection is going: its session locks go with it
             logger.debug("awake-lock query failed (%s)", exc)
+            # When a query meets a connection the server is closing, asyncpg can abort
+            # the protocol without calling the termination listeners: end it ourselves
+            # so that we reconnect now, not at the next ping.
+            conn.terminate()
             return None
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:

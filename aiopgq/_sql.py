@@ -73,6 +73,7 @@ class Statements:
             "locks",
             "wait_for_skippers",
             "hold_awake",
+            "notify_queues",
             "release_awake",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
@@ -95,4 +96,5 @@ class Statements:
     locks: str
     wait_for_skippers: str
     hold_awake: str
+    notify_queues: str
     release_awake: str
