@@ -127,7 +127,7 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
             elif outcome == "ride":  # a done outcome on a dequeue that claims nothing
                 run(conn.fetch(sql.dequeue, ["default"], 0, worker, [job_id], [attempt], [None]))
             elif outcome == "release":
-                run(conn.execute(sql.release, [job_id], [attempt], worker))
+                run(conn.execute(sql.release, [job_id], [attempt], worker, schema))
             else:
                 run(
                     conn.fetch(
