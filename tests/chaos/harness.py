@@ -301,7 +301,7 @@ class Cluster:
                 )
             await asyncio.sleep(0.05)
 
-    async def wait_relistened(self, old: dict[int, int], within: float = 30.0) -> float:
+    async def wait_relistened(self, old: dict[int, int], within: float = 10.0) -> float:
         """Wait until every current worker LISTENs on a new connection (not one in `old`)."""
         started = time.monotonic()
         stale = set(old.values())
