@@ -64,7 +64,10 @@ class Fetcher:
         self._completer = completer
         # Never let more than two batches of outcomes wait for the database.
         self._max_backlog = 2 * concurrency
-        self._statement = sql.dequeue
+        several = len(queues) > 1
+        self._claim = sql.claim(several_queues=several, completing=False)
+        self._claim_completing = sql.claim(several_queues=several, completing=True)
+        self._queues_arg: str | list[str] = list(queues) if several else queues[0]
         self._sql = sql
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
@@ -120,15 +123,18 @@ class Fetcher:
         self.fetches += 1
         riding = self._completer.take_done()
         try:
-            rows: list[asyncpg.Record] = await conn.fetch(
-                self._statement,
-                self._queues,
-                limit,
-                self._worker_id,
-                riding.done_ids,
-                riding.done_attempts,
-                riding.done_results,
-            )
+            if riding:
+                rows: list[asyncpg.Record] = await conn.fetch(
+                    self._claim_completing,
+                    self._queues_arg,
+                    limit,
+                    self._worker_id,
+                    riding.done_ids,
+                    riding.done_attempts,
+                    riding.done_results,
+                )
+            else:  # a lighter statement: this is the latency path of an idle worker
+                rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
         except BaseException:
             self._completer.landed(riding, committed=False)
             raise

@@ -56,6 +56,8 @@ class Statements:
         self.schema = validate_identifier(schema)
         for name in (
             "dequeue",
+            "dequeue_queues",
+            "dequeue_completing",
             "complete_done",
             "complete_error",
             "release",
@@ -79,7 +81,20 @@ class Statements:
             setattr(self, name, render(f"{name}.sql", schema))
 
     dequeue: str
+    dequeue_queues: str
+    dequeue_completing: str
     complete_done: str
+
+    def claim(self, *, several_queues: bool, completing: bool) -> str:
+        """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
+        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        statement = self.dequeue_queues if several_queues else self.dequeue
+        if not completing:
+            return statement
+        head = "WITH next AS ("
+        assert head in statement  # both dequeue files start their CTEs this way
+        return statement.replace(head, f"WITH {self.dequeue_completing.strip()},\nnext AS (", 1)
+
     complete_error: str
     release: str
     release_orphans: str

@@ -53,7 +53,7 @@ async def test_producer_and_worker_roles_work_with_least_privilege(
             assert sql_id is not None
             # The producer cannot claim, change, delete or read others' job rows.
             for statement, args in (
-                (queue.sql.dequeue, (["default"], 10, "thief", [], [], [])),
+                (queue.sql.dequeue, ("default", 10, "thief")),
                 (f'DELETE FROM "{queue.schema}".jobs', ()),
                 (f"UPDATE \"{queue.schema}\".jobs SET status = 'done'", ()),
                 (f'SELECT payload FROM "{queue.schema}".jobs', ()),

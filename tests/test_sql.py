@@ -20,12 +20,12 @@ async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) 
         await ta.start()
         await tb.start()
         # Both transactions stay open: their row locks overlap in time.
-        rows_a = await a.fetch(queue.sql.dequeue, ["default"], 60, "worker-a", [], [], [])
-        rows_b = await b.fetch(queue.sql.dequeue, ["default"], 60, "worker-b", [], [], [])
+        rows_a = await a.fetch(queue.sql.dequeue, "default", 60, "worker-a")
+        rows_b = await b.fetch(queue.sql.dequeue, "default", 60, "worker-b")
         ids_a, ids_b = {r["id"] for r in rows_a}, {r["id"] for r in rows_b}
         assert len(ids_a) == 60 and len(ids_b) == 40
         assert ids_a.isdisjoint(ids_b)
-        multi = await b.fetch(queue.sql.dequeue, ["default", "other"], 10, "worker-b", [], [], [])
+        multi = await b.fetch(queue.sql.dequeue_queues, ["default", "other"], 10, "worker-b")
         assert multi == []  # everything is locked by a or already claimed by b
         await ta.commit()
         await tb.commit()
@@ -44,16 +44,16 @@ async def test_dequeue_uses_the_partial_index_with_many_done_rows(
     )
     await conn.execute(f"INSERT INTO {table} (task) SELECT 't' FROM generate_series(1, 50)")
     await conn.execute(f"ANALYZE {table}")
-    for statement, queues in (
-        (queue.sql.dequeue, ["default"]),
-        (queue.sql.dequeue, ["default", "other"]),
-    ):
-        plan = await conn.fetchval(
-            f"EXPLAIN (FORMAT JSON) {statement}", queues, 100, "w", [], [], []
-        )
-        text = json.dumps(plan)
-        assert "jobs_pending_idx" in text, text
-        assert '"Seq Scan"' not in text, text
+    for several in (False, True):
+        for completing in (False, True):
+            statement = queue.sql.claim(several_queues=several, completing=completing)
+            args = [["default", "other"] if several else "default", 100, "w"]
+            if completing:
+                args += [[], [], []]
+            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)
+            text = json.dumps(plan)
+            assert "jobs_pending_idx" in text, text
+            assert '"Seq Scan"' not in text, text
 
 
 async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str) -> None:

@@ -48,11 +48,6 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
             self.jobs: dict[int, ModelJob] = {}
             self.stale: list[tuple[str, int, int]] = []  # (worker, id, attempt) of lost claims
 
-        def claims(self, worker: str) -> list[int]:
-            return sorted(
-                i for i, j in self.jobs.items() if j.status == "running" and j.owner == worker
-            )
-
         @rule(max_attempts=st.integers(1, 3))
         def enqueue(self, max_attempts: int) -> None:
             row = run(
@@ -62,7 +57,7 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
 
         @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 4))
         def fetch(self, worker: str, limit: int) -> None:
-            rows = run(conn.fetch(sql.dequeue, ["default"], limit, worker, [], [], []))
+            rows = run(conn.fetch(sql.dequeue, "default", limit, worker))
             pending = sorted(i for i, j in self.jobs.items() if j.status == "pending")
             # Every runnable job is claimable; none twice (order: test_priority_orders...).
             assert {r["id"] for r in rows} <= set(pending)
@@ -84,8 +79,8 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
             pending = {i for i, j in self.jobs.items() if j.status == "pending"}
             rows = run(
                 conn.fetch(
-                    sql.dequeue,
-                    ["default"],
+                    sql.claim(several_queues=False, completing=True),
+                    "default",
                     limit,
                     worker,
                     [job_id],
@@ -125,7 +120,8 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
             if outcome == "done":
                 run(conn.execute(sql.complete_done, [job_id], [attempt], [None], worker))
             elif outcome == "ride":  # a done outcome on a dequeue that claims nothing
-                run(conn.fetch(sql.dequeue, ["default"], 0, worker, [job_id], [attempt], [None]))
+                ride = sql.claim(several_queues=True, completing=True)
+                run(conn.fetch(ride, ["default"], 0, worker, [job_id], [attempt], [None]))
             elif outcome == "release":
                 run(conn.execute(sql.release, [job_id], [attempt], worker, schema))
             else:
