@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,16 @@ class Job:
     locked_by: str | None = None
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
+
+
+def build_job(**values: Any) -> Job:
+    """A Job without the frozen dataclass's per-field __setattr__ (hot paths build many)."""
+    job = object.__new__(Job)
+    job.__dict__.update(_DEFAULTS, **values)
+    return job
 
 
 _current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("aiopgq_current_job")

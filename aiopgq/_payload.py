@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -14,6 +15,8 @@ ENQUEUE_OPTIONS = frozenset({"run_at", "delay", "priority", "connection", "idemp
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# A NUL character encoded by JSON: \u0000 not preceded by an escaping backslash.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def check_signature(fn: Callable[..., Any], name: str) -> inspect.Signature:
@@ -84,8 +87,8 @@ def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> s
         text = _encoder.encode(arguments)
     except (TypeError, ValueError) as exc:
         raise _argument_error(arguments, name) or TypeError(f"task {name}: {exc}") from None
-    if "\\u0000" in text:
-        bad = next(k for k, v in arguments.items() if "\\u0000" in _encoder.encode(v))
+    if _JSON_NUL.search(text):
+        bad = next(k for k, v in arguments.items() if _JSON_NUL.search(_encoder.encode(v)))
         raise ValueError(
             f"task {name}: argument {bad!r} contains a NUL character (\\x00), which "
             "PostgreSQL cannot store in JSON; strip it or send the data base64-encoded"
@@ -96,6 +99,24 @@ def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> s
             "store large data elsewhere and pass a reference, or raise max_payload_bytes"
         )
     return text
+
+
+def encode_payloads(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> str:
+    """One JSON array of many payloads; the same checks and errors as encode_payload."""
+    try:
+        text = _encoder.encode(payloads)
+    except (TypeError, ValueError):
+        text = ""  # find the payload and argument at fault below
+    if not text or len(text) > max_bytes or _JSON_NUL.search(text):
+        for payload in payloads:  # the slow path names the argument (or passes)
+            encode_payload(payload, name, max_bytes)
+    return text
+
+
+def encode_each(payloads: list[dict[str, Any]]) -> list[str]:
+    """JSON text of each payload (already checked by encode_payloads)."""
+    encode = _encoder.encode
+    return [encode(payload) for payload in payloads]
 
 
 def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None:

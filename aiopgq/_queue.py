@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -17,12 +18,14 @@ import asyncpg
 from . import _schema
 from ._dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, JobNotFound, SchemaError
-from ._job import Job, JobStatus
+from ._job import Job, JobStatus, build_job
 from ._payload import (
     check_max_attempts,
     check_priority,
     check_queue_name,
+    encode_each,
     encode_payload,
+    encode_payloads,
     resolve_run_at,
 )
 from ._retry import Retry, is_transient, reconnect_delay
@@ -318,44 +321,101 @@ class Queue:
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        known = self.tasks.get(task)
-        payload_list = [dict(p) for p in payloads]
-        texts = [encode_payload(p, task, self.max_payload_bytes) for p in payload_list]
-        queue_name = check_queue_name(queue or (known.queue_name if known else "default"))
-        prio = check_priority(_default(priority, known.priority if known else 0))
-        attempts = check_max_attempts(_default(max_attempts, known.max_attempts if known else 5))
-        when = resolve_run_at(run_at, delay)
-        n = len(texts)
-        if n == 0:
+        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        if not batch.payloads:
             return []
         async with self._connection(connection) as conn:
             rows = await self._run(
                 conn.fetch,
                 self.sql.insert_jobs,
-                [task] * n,
-                texts,
-                [queue_name] * n,
-                [prio] * n,
-                [when] * n,
-                [attempts] * n,
+                task,
+                batch.text,
+                batch.queue,
+                batch.priority,
+                batch.run_at,
+                batch.max_attempts,
             )
         return [
-            Job(
-                id=row[0],
+            build_job(
+                id=job_id,
                 task=task,
-                queue=queue_name,
+                queue=batch.queue,
                 payload=payload,
-                priority=prio,
-                run_at=row[1],
-                created_at=row[2],
-                max_attempts=attempts,
+                priority=batch.priority,
+                run_at=batch.run_at or created_at,
+                created_at=created_at,
+                max_attempts=batch.max_attempts,
             )
-            for row, payload in zip(rows, payload_list, strict=True)
+            for (job_id, created_at), payload in zip(rows, batch.payloads, strict=True)
         ]
 
-    async def _run(self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any) -> Any:
+    async def copy_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Enqueue with COPY, the fastest bulk path; returns the number of jobs, no ids.
+
+        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
+        """
+        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        if not batch.payloads:
+            return 0
+        columns = ["task", "payload", "queue", "priority", "max_attempts"]
+        common: tuple[Any, ...] = (batch.queue, batch.priority, batch.max_attempts)
+        if batch.run_at is not None:
+            columns.append("run_at")
+            common += (batch.run_at,)
+        texts = encode_each(batch.payloads)
+        async with self._connection(connection) as conn:
+            await self._run(
+                conn.copy_records_to_table,
+                "jobs",
+                records=[(task, text, *common) for text in texts],
+                columns=columns,
+                schema_name=self.schema,
+            )
+        return len(texts)
+
+    def _batch(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        queue: str | None,
+        run_at: datetime | None,
+        delay: timedelta | float | None,
+        priority: int | None,
+        max_attempts: int | None,
+    ) -> _Batch:
+        """Checked payloads and options of a bulk enqueue (nothing is written on error)."""
+        known = self.tasks.get(task)
+        payload_list = [dict(p) for p in payloads]
+        if known is not None:
+            for payload in payload_list:
+                known.check_keywords(payload)
+        return _Batch(
+            payloads=payload_list,
+            text=encode_payloads(payload_list, task, self.max_payload_bytes),
+            queue=check_queue_name(queue or (known.queue_name if known else "default")),
+            priority=check_priority(_default(priority, known.priority if known else 0)),
+            max_attempts=check_max_attempts(
+                _default(max_attempts, known.max_attempts if known else 5)
+            ),
+            run_at=resolve_run_at(run_at, delay),
+        )
+
+    async def _run(
+        self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any, **kwargs: Any
+    ) -> Any:
         try:
-            return await method(sql, *args)
+            return await method(sql, *args, **kwargs)
         except _MISSING_SCHEMA_ERRORS as exc:
             raise SchemaError(
                 f"schema {self.schema} is missing or outdated ({exc}): run `aiopgq migrate`"
@@ -434,6 +494,16 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     an open transaction. Code that borrows `queue.pool` must not leave session state
     behind either (SET, session advisory locks, LISTEN), or should use its own pool.
     """
+
+
+@dataclass
+class _Batch:
+    payloads: list[dict[str, Any]]
+    text: str  # the payloads as one JSON array
+    queue: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
 
 
 def _default(value: int | None, fallback: int) -> int:

@@ -115,7 +115,31 @@ class Task(Generic[P, R]):
         """
         return await self._queue.enqueue_many(
             self.name,
-            [self.bind((), kwargs) for kwargs in arguments],
+            arguments,  # checked against this task's signature by the queue
+            queue=self.queue_name,
+            run_at=run_at,
+            delay=delay,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts,
+            connection=connection,
+        )
+
+    async def copy_many(
+        self,
+        arguments: Iterable[Mapping[str, Any]],
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Enqueue one job per dict of keyword arguments with COPY; returns the count.
+
+        >>> await add.copy_many({"a": i, "b": i} for i in range(100_000))
+        """
+        return await self._queue.copy_many(
+            self.name,
+            arguments,
             queue=self.queue_name,
             run_at=run_at,
             delay=delay,

@@ -1,6 +1,8 @@
--- Enqueue many jobs in one round trip: one array per column.
+-- Enqueue many jobs of one task in one round trip. $2 is one JSON array of the
+-- payloads (one parse on the server instead of one value per job); the other
+-- columns are the same for every job. RETURNING follows the array's order: the
+-- rows come from one function scan, inserted in the order it produces them.
 INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts)
-SELECT t, p::jsonb, q, pr, coalesce(r, now()), m
-FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[])
-    AS u(t, p, q, pr, r, m)
-RETURNING id, run_at, created_at;
+SELECT $1, e.payload, $3, $4, coalesce($5::timestamptz, now()), $6
+FROM jsonb_array_elements($2::text::jsonb) AS e(payload)
+RETURNING id, created_at;

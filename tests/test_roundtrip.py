@@ -53,8 +53,11 @@ async def test_enqueue_by_name_and_many(queue: Queue) -> None:
     await queue.enqueue("demo.collect", {"n": -1})
     jobs = await collect.enqueue_many([{"n": i} for i in range(500)])
     assert len({j.id for j in jobs}) == 500
+    for job in jobs[::50]:  # each returned id is the row of that payload
+        assert (await queue.get_job(job.id)).payload == job.payload
+    assert await collect.copy_many({"n": i} for i in range(500, 600)) == 100
     await queue.worker(concurrency=50).run(burst=True)
-    assert sorted(results) == [-1, *range(500)]
+    assert sorted(results) == [-1, *range(600)]
 
 
 async def test_delay_and_run_at_are_respected(queue: Queue) -> None:

@@ -52,9 +52,16 @@ async def test_bad_enqueue_raises_and_writes_nothing(  # type: ignore[no-untyped
 
 
 async def test_bad_enqueue_many_writes_nothing(queue: Queue, conn: asyncpg.Connection, add) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(TypeError, match="missing a required argument: 'b'"):
-        await add.enqueue_many([{"a": 1, "b": 2}, {"a": 1}])
-    assert await count_jobs(queue, conn) == 0
+    for bulk in (add.enqueue_many, add.copy_many):
+        with pytest.raises(TypeError, match="missing a required argument: 'b'"):
+            await bulk([{"a": 1, "b": 2}, {"a": 1}])
+        with pytest.raises(TypeError, match="argument 'b' cannot be stored as JSON"):
+            await bulk([{"a": 1, "b": 2}, {"a": 1, "b": object()}])
+        with pytest.raises(ValueError, match="argument 'a' contains a NUL character"):
+            await bulk([{"a": "x\x00", "b": 2}])
+    # A literal backslash-u-0000 text is not a NUL character.
+    await add.enqueue_many([{"a": "\\u0000", "b": 2}])
+    assert await count_jobs(queue, conn) == 1
 
 
 async def test_enqueue_by_name_checks_registered_signature(
