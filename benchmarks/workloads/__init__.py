@@ -1,0 +1,1 @@
+"""One module per workload; each exposes `async def run(bench) -> Results`."""
