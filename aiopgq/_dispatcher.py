@@ -14,7 +14,7 @@ import anyio
 import asyncpg
 
 from ._completer import Completer, Outcomes, clamp_delay
-from ._job import Job, JobStatus, _current_job
+from ._job import Job, JobStatus, _current_job, build_job
 from ._payload import encode_result
 from ._task import Task
 
@@ -25,19 +25,20 @@ _MAX_ERROR_CHARS = 8000
 
 def job_from_row(row: asyncpg.Record) -> tuple[Job, str]:
     """A claimed row as a Job (payload still JSON text: decoding may fail per job)."""
-    job = Job(
-        id=row[0],
-        queue=row[1],
-        task=row[2],
+    job_id, queue, task, payload, priority, attempts, max_attempts, run_at, created_at = row
+    job = build_job(
+        id=job_id,
+        queue=queue,
+        task=task,
         payload={},
-        priority=row[4],
-        attempts=row[5],
-        max_attempts=row[6],
-        run_at=row[7],
-        created_at=row[8],
+        priority=priority,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        created_at=created_at,
         status=JobStatus.RUNNING,
     )
-    return job, row[3]
+    return job, payload
 
 
 def describe_error(exc: BaseException) -> str:
