@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import json
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -52,6 +54,27 @@ def build_job(**values: Any) -> Job:
     job = object.__new__(Job)
     job.__dict__.update(_DEFAULTS, **values)
     return job
+
+
+def job_from_record(row: Mapping[str, Any]) -> Job:
+    """A Job from a row of sql/get_job.sql (payload and result as JSON text)."""
+    return build_job(
+        id=row["id"],
+        queue=row["queue"],
+        task=row["task"],
+        payload=json.loads(row["payload"]),
+        status=JobStatus(row["status"]),
+        priority=row["priority"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        run_at=row["run_at"],
+        locked_by=row["locked_by"],
+        heartbeat_at=row["heartbeat_at"],
+        last_error=row["last_error"],
+        result=None if row["result"] is None else json.loads(row["result"]),
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+    )
 
 
 _current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("aiopgq_current_job")

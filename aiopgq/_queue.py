@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -16,27 +11,26 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 import asyncpg
 
 from . import _schema
+from ._bulk import default_value, make_batch
 from ._dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, JobNotFound, SchemaError
-from ._job import Job, JobStatus, build_job
+from ._job import Job, build_job, job_from_record
 from ._payload import (
     check_max_attempts,
     check_priority,
     check_queue_name,
     encode_each,
     encode_payload,
-    encode_payloads,
     resolve_run_at,
 )
-from ._retry import Retry, is_transient, reconnect_delay
+from ._pool import create_pool
+from ._retry import Retry
 from ._sql import Statements, validate_identifier
 from ._task import Task
 from ._types import Connection
 
 if TYPE_CHECKING:
     from ._worker import Worker
-
-logger = logging.getLogger("aiopgq.queue")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -111,35 +105,9 @@ class Queue:
         if self._pool is not None:
             return
         assert self.dsn is not None
-        deadline = time.monotonic() + retry_for
-        failures = 0
-        while True:
-            try:
-                self._pool = await asyncpg.create_pool(
-                    self.dsn,
-                    min_size=self._pool_sizes[0],
-                    max_size=self._pool_sizes[1],
-                    reset=_keep_session,
-                    **self._connect_kwargs,
-                )
-                return
-            except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
-                failures += 1
-                reason = redact(str(exc)) or type(exc).__name__
-                delay = reconnect_delay(failures)
-                if not is_transient(exc) or time.monotonic() + delay > deadline:
-                    raise ConfigurationError(
-                        f"cannot connect to {redact(self.dsn)}: {reason}"
-                        + (f" (gave up after {failures} tries)" if retry_for else "")
-                        + "; check the DSN and that the server is running"
-                    ) from None
-                logger.warning(
-                    "cannot connect to %s (%s); retrying in %.1f s",
-                    redact(self.dsn),
-                    reason,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+        self._pool = await create_pool(
+            self.dsn, self._pool_sizes, self._connect_kwargs, retry_for=retry_for
+        )
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""
@@ -281,8 +249,10 @@ class Queue:
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
         queue_name = check_queue_name(queue or (known.queue_name if known else "default"))
-        prio = check_priority(_default(priority, known.priority if known else 0))
-        attempts = check_max_attempts(_default(max_attempts, known.max_attempts if known else 5))
+        prio = check_priority(default_value(priority, known.priority if known else 0))
+        attempts = check_max_attempts(
+            default_value(max_attempts, known.max_attempts if known else 5)
+        )
         when = resolve_run_at(run_at, delay)
         args = (task, text, queue_name, prio, when, attempts, idempotency_key)
         async with self._connection(connection) as conn:
@@ -321,7 +291,17 @@ class Queue:
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        batch = make_batch(
+            self.tasks.get(task),
+            task,
+            payloads,
+            self.max_payload_bytes,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
         if not batch.payloads:
             return []
         async with self._connection(connection) as conn:
@@ -365,7 +345,17 @@ class Queue:
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        batch = make_batch(
+            self.tasks.get(task),
+            task,
+            payloads,
+            self.max_payload_bytes,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
         if not batch.payloads:
             return 0
         columns = ["task", "payload", "queue", "priority", "max_attempts"]
@@ -383,33 +373,6 @@ class Queue:
                 schema_name=self.schema,
             )
         return len(texts)
-
-    def _batch(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        queue: str | None,
-        run_at: datetime | None,
-        delay: timedelta | float | None,
-        priority: int | None,
-        max_attempts: int | None,
-    ) -> _Batch:
-        """Checked payloads and options of a bulk enqueue (nothing is written on error)."""
-        known = self.tasks.get(task)
-        payload_list = [dict(p) for p in payloads]
-        if known is not None:
-            for payload in payload_list:
-                known.check_keywords(payload)
-        return _Batch(
-            payloads=payload_list,
-            text=encode_payloads(payload_list, task, self.max_payload_bytes),
-            queue=check_queue_name(queue or (known.queue_name if known else "default")),
-            priority=check_priority(_default(priority, known.priority if known else 0)),
-            max_attempts=check_max_attempts(
-                _default(max_attempts, known.max_attempts if known else 5)
-            ),
-            run_at=resolve_run_at(run_at, delay),
-        )
 
     async def _run(
         self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any, **kwargs: Any
@@ -429,23 +392,7 @@ class Queue:
             row = await self._run(conn.fetchrow, self.sql.get_job, job_id)
         if row is None:
             raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
-        return Job(
-            id=row["id"],
-            queue=row["queue"],
-            task=row["task"],
-            payload=json.loads(row["payload"]),
-            status=JobStatus(row["status"]),
-            priority=row["priority"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            run_at=row["run_at"],
-            locked_by=row["locked_by"],
-            heartbeat_at=row["heartbeat_at"],
-            last_error=row["last_error"],
-            result=None if row["result"] is None else json.loads(row["result"]),
-            created_at=row["created_at"],
-            finished_at=row["finished_at"],
-        )
+        return job_from_record(row)
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job that has not started; False if it is running or finished."""
@@ -482,29 +429,3 @@ class Queue:
         from ._worker import Worker
 
         return Worker(self, queues=queues, **options)
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool reset hook: nothing to undo, so skip asyncpg's reset query.
-
-    By default asyncpg sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
-    RESET ALL` on every release: one more round trip for every enqueue, fetch and
-    completion. aiopgq leaves no session state on pool connections (its advisory locks
-    are transaction-scoped; LISTEN has its own connection), and asyncpg still rolls back
-    an open transaction. Code that borrows `queue.pool` must not leave session state
-    behind either (SET, session advisory locks, LISTEN), or should use its own pool.
-    """
-
-
-@dataclass
-class _Batch:
-    payloads: list[dict[str, Any]]
-    text: str  # the payloads as one JSON array
-    queue: str
-    priority: int
-    max_attempts: int
-    run_at: datetime | None
-
-
-def _default(value: int | None, fallback: int) -> int:
-    return fallback if value is None else value

@@ -1,0 +1,62 @@
+"""Checking a bulk enqueue before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ._payload import (
+    check_max_attempts,
+    check_priority,
+    check_queue_name,
+    encode_payloads,
+    resolve_run_at,
+)
+
+if TYPE_CHECKING:
+    from ._task import Task
+
+
+@dataclass
+class Batch:
+    payloads: list[dict[str, Any]]
+    text: str  # the payloads as one JSON array
+    queue: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
+
+
+def make_batch(
+    known: Task[Any, Any] | None,
+    task: str,
+    payloads: Iterable[Mapping[str, Any]],
+    max_payload_bytes: int,
+    *,
+    queue: str | None,
+    run_at: datetime | None,
+    delay: timedelta | float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> Batch:
+    """Checked payloads and options; `known` is the task if registered in this process."""
+    payload_list = [dict(p) for p in payloads]
+    if known is not None:
+        for payload in payload_list:
+            known.check_keywords(payload)
+    return Batch(
+        payloads=payload_list,
+        text=encode_payloads(payload_list, task, max_payload_bytes),
+        queue=check_queue_name(queue or (known.queue_name if known else "default")),
+        priority=check_priority(default_value(priority, known.priority if known else 0)),
+        max_attempts=check_max_attempts(
+            default_value(max_attempts, known.max_attempts if known else 5)
+        ),
+        run_at=resolve_run_at(run_at, delay),
+    )
+
+
+def default_value(value: int | None, fallback: int) -> int:
+    return fallback if value is None else value
