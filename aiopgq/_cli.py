@@ -70,6 +70,7 @@ async def _worker(args: argparse.Namespace) -> int:
         grace_period=args.grace_period,
         heartbeat_interval=args.heartbeat_interval,
         visibility_timeout=args.visibility_timeout,
+        maintenance_interval=args.maintenance_interval,
         hold_transaction=args.hold_transaction,
     )
     loop = asyncio.get_running_loop()
@@ -162,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--grace-period", type=float, default=30.0)
     worker.add_argument("--heartbeat-interval", type=float, default=5.0)
     worker.add_argument("--visibility-timeout", type=float, default=30.0)
+    worker.add_argument("--maintenance-interval", type=float, default=5.0)
     worker.add_argument("--hold-transaction", action="store_true")
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument("--no-uvloop", action="store_true")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import zlib
@@ -15,8 +16,12 @@ logger = logging.getLogger("aiopgq.schema")
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
+@functools.cache
 def migrations() -> list[tuple[int, str]]:
-    """(version, file name) of every migration shipped with this aiopgq, in order."""
+    """(version, file name) of every migration shipped with this aiopgq, in order.
+
+    Read once per process: the version a running process needs does not change.
+    """
     found = []
     for path in (SQL_DIR / "migrations").iterdir():
         match = _MIGRATION_NAME.match(path.name)
