@@ -1,4 +1,4 @@
-"""Checking a bulk enqueue before anything is written."""
+"""Checking an enqueue's options and payloads before anything is written."""
 
 from __future__ import annotations
 
@@ -20,13 +20,38 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Batch:
-    payloads: list[dict[str, Any]]
-    text: str  # the payloads as one JSON array
+class Options:
+    """Where and when jobs go: the call's options, else the task's, else the defaults."""
+
     queue: str
     priority: int
     max_attempts: int
-    run_at: datetime | None
+    run_at: datetime | None  # None: now, by the server's clock
+
+
+def resolve_options(
+    known: Task[Any, Any] | None,
+    *,
+    queue: str | None,
+    run_at: datetime | None,
+    delay: timedelta | float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> Options:
+    """Checked options; `known` is the task if it is registered in this process."""
+    return Options(
+        queue=check_queue_name(queue or (known.queue_name if known else "default")),
+        priority=check_priority(_or(priority, known.priority if known else 0)),
+        max_attempts=check_max_attempts(_or(max_attempts, known.max_attempts if known else 5)),
+        run_at=resolve_run_at(run_at, delay),
+    )
+
+
+@dataclass
+class Batch:
+    payloads: list[dict[str, Any]]
+    text: str  # the payloads as one JSON array
+    options: Options
 
 
 def make_batch(
@@ -34,29 +59,15 @@ def make_batch(
     task: str,
     payloads: Iterable[Mapping[str, Any]],
     max_payload_bytes: int,
-    *,
-    queue: str | None,
-    run_at: datetime | None,
-    delay: timedelta | float | None,
-    priority: int | None,
-    max_attempts: int | None,
+    options: Options,
 ) -> Batch:
-    """Checked payloads and options; `known` is the task if registered in this process."""
+    """Checked payloads of a bulk enqueue (TypeError/ValueError names the one at fault)."""
     payload_list = [dict(p) for p in payloads]
     if known is not None:
         for payload in payload_list:
             known.check_keywords(payload)
-    return Batch(
-        payloads=payload_list,
-        text=encode_payloads(payload_list, task, max_payload_bytes),
-        queue=check_queue_name(queue or (known.queue_name if known else "default")),
-        priority=check_priority(default_value(priority, known.priority if known else 0)),
-        max_attempts=check_max_attempts(
-            default_value(max_attempts, known.max_attempts if known else 5)
-        ),
-        run_at=resolve_run_at(run_at, delay),
-    )
+    return Batch(payload_list, encode_payloads(payload_list, task, max_payload_bytes), options)
 
 
-def default_value(value: int | None, fallback: int) -> int:
+def _or(value: int | None, fallback: int) -> int:
     return fallback if value is None else value

@@ -11,17 +11,14 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 import asyncpg
 
 from . import _schema
-from ._bulk import default_value, make_batch
+from ._bulk import Batch, make_batch, resolve_options
 from ._dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, JobNotFound, SchemaError
 from ._job import Job, build_job, job_from_record
 from ._payload import (
-    check_max_attempts,
-    check_priority,
     check_queue_name,
     encode_each,
     encode_payload,
-    resolve_run_at,
 )
 from ._pool import create_pool
 from ._retry import Retry
@@ -248,13 +245,23 @@ class Queue:
             payload = known.bind((), payload)  # same checks as known.enqueue()
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
-        queue_name = check_queue_name(queue or (known.queue_name if known else "default"))
-        prio = check_priority(default_value(priority, known.priority if known else 0))
-        attempts = check_max_attempts(
-            default_value(max_attempts, known.max_attempts if known else 5)
+        opts = resolve_options(
+            known,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
         )
-        when = resolve_run_at(run_at, delay)
-        args = (task, text, queue_name, prio, when, attempts, idempotency_key)
+        args = (
+            task,
+            text,
+            opts.queue,
+            opts.priority,
+            opts.run_at,
+            opts.max_attempts,
+            idempotency_key,
+        )
         async with self._connection(connection) as conn:
             row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
             if row is None:  # idempotency key already held by a live job
@@ -264,15 +271,15 @@ class Queue:
                 if row is None:  # finished between the two statements: enqueue afresh
                     row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
         assert row is not None
-        return Job(
+        return build_job(
             id=row[0],
             task=task,
-            queue=queue_name,
+            queue=opts.queue,
             payload=arguments,
-            priority=prio,
+            priority=opts.priority,
             run_at=row[1],
             created_at=row[2],
-            max_attempts=attempts,
+            max_attempts=opts.max_attempts,
         )
 
     async def enqueue_many(
@@ -291,40 +298,31 @@ class Queue:
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = make_batch(
-            self.tasks.get(task),
-            task,
-            payloads,
-            self.max_payload_bytes,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-        )
+        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return []
+        opts = batch.options
         async with self._connection(connection) as conn:
             rows = await self._run(
                 conn.fetch,
                 self.sql.insert_jobs,
                 task,
                 batch.text,
-                batch.queue,
-                batch.priority,
-                batch.run_at,
-                batch.max_attempts,
+                opts.queue,
+                opts.priority,
+                opts.run_at,
+                opts.max_attempts,
             )
         return [
             build_job(
                 id=job_id,
                 task=task,
-                queue=batch.queue,
+                queue=opts.queue,
                 payload=payload,
-                priority=batch.priority,
-                run_at=batch.run_at or created_at,
+                priority=opts.priority,
+                run_at=opts.run_at or created_at,
                 created_at=created_at,
-                max_attempts=batch.max_attempts,
+                max_attempts=opts.max_attempts,
             )
             for (job_id, created_at), payload in zip(rows, batch.payloads, strict=True)
         ]
@@ -341,28 +339,19 @@ class Queue:
         max_attempts: int | None = None,
         connection: Connection | None = None,
     ) -> int:
-        """Enqueue with COPY, the fastest bulk path; returns the number of jobs, no ids.
+        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = make_batch(
-            self.tasks.get(task),
-            task,
-            payloads,
-            self.max_payload_bytes,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-        )
+        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return 0
+        opts = batch.options
         columns = ["task", "payload", "queue", "priority", "max_attempts"]
-        common: tuple[Any, ...] = (batch.queue, batch.priority, batch.max_attempts)
-        if batch.run_at is not None:
+        common: tuple[Any, ...] = (opts.queue, opts.priority, opts.max_attempts)
+        if opts.run_at is not None:
             columns.append("run_at")
-            common += (batch.run_at,)
+            common += (opts.run_at,)
         texts = encode_each(batch.payloads)
         async with self._connection(connection) as conn:
             await self._run(
@@ -373,6 +362,27 @@ class Queue:
                 schema_name=self.schema,
             )
         return len(texts)
+
+    def _batch(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        queue: str | None,
+        run_at: datetime | None,
+        delay: timedelta | float | None,
+        priority: int | None,
+        max_attempts: int | None,
+    ) -> Batch:
+        known = self.tasks.get(task)
+        opts = resolve_options(
+            known,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        return make_batch(known, task, payloads, self.max_payload_bytes, opts)
 
     async def _run(
         self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any, **kwargs: Any
