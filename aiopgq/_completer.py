@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -229,8 +228,3 @@ class Completer:
         if retry_times:
             self._on_retry_scheduled(min(retry_times))
         self._settled()
-
-
-def clamp_delay(delay: float) -> float:
-    """A finite, non-negative backoff in seconds."""
-    return delay if math.isfinite(delay) and delay >= 0 else 0.0

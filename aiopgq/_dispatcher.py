@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from ._completer import Completer, Outcomes, clamp_delay
+from ._completer import Completer, Outcomes
 from ._job import Job, JobStatus, _current_job, build_job
 from ._payload import encode_result
 from ._task import Task
@@ -172,7 +172,7 @@ class Dispatcher:
         self, task: Task[Any, Any], job: Job, exc: BaseException, sink: Completer | Outcomes
     ) -> None:
         final = job.attempts >= job.max_attempts
-        delay = 0.0 if final else clamp_delay(task.retry.delay(job.attempts))
+        delay = 0.0 if final else task.retry.delay(job.attempts)
         if logger.isEnabledFor(logging.WARNING):
             logger.warning(
                 "job %s (%s) attempt %s/%s failed: %r%s",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass
 
@@ -25,15 +26,25 @@ class Retry:
     jitter: float = 0.1  # +/- this fraction, so retries of a failed batch spread out
 
     def __post_init__(self) -> None:
-        if self.base < 0 or self.factor < 1 or self.cap < 0 or not 0 <= self.jitter <= 1:
+        values = (self.base, self.factor, self.cap, self.jitter)
+        if (
+            not all(math.isfinite(v) for v in values)
+            or self.base < 0
+            or self.factor < 1
+            or self.cap < 0
+            or not 0 <= self.jitter <= 1
+        ):
             raise ConfigurationError(
-                f"invalid {self!r}: need base >= 0, factor >= 1, cap >= 0, 0 <= jitter <= 1"
+                f"invalid {self!r}: need finite base >= 0, factor >= 1, cap >= 0, 0 <= jitter <= 1"
             )
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retrying after failed attempt number `attempt` (1-based)."""
         exponent = max(attempt - 1, 0)
-        raw = self.cap if exponent > 64 else min(self.cap, self.base * self.factor**exponent)
+        try:
+            raw = min(self.cap, self.base * float(self.factor) ** min(exponent, 1100))
+        except OverflowError:
+            raw = self.cap
         return max(0.0, raw * (1 + random.uniform(-self.jitter, self.jitter)))
 
 

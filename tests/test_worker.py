@@ -315,3 +315,13 @@ def test_a_later_retry_replaces_a_retry_time_already_passed() -> None:
     fetcher.retry_scheduled(now - timedelta(seconds=1))  # due, consumed by a fetch meanwhile
     fetcher.retry_scheduled(now + timedelta(seconds=2))
     assert 0 < fetcher._sleep_timeout() <= 2.1  # not the 30 s poll interval
+
+
+def test_retry_delay_stays_finite_for_huge_factors_and_rejects_infinite_settings() -> None:
+    import pytest
+
+    from aiopgq import ConfigurationError
+
+    assert Retry(base=1e300, factor=1e300, cap=5, jitter=0).delay(50) == 5
+    with pytest.raises(ConfigurationError, match="finite"):
+        Retry(cap=float("inf"))
