@@ -14,7 +14,7 @@ from . import _schema
 from ._bulk import Batch, make_batch, resolve_options
 from ._dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, JobNotFound, SchemaError
-from ._job import Job, build_job, job_from_record
+from ._job import Job, build_job, build_jobs, job_from_record
 from ._payload import (
     check_queue_name,
     encode_each,
@@ -303,8 +303,8 @@ class Queue:
             return []
         opts = batch.options
         async with self._connection(connection) as conn:
-            rows = await self._run(
-                conn.fetch,
+            ids, created_at = await self._run(
+                conn.fetchrow,
                 self.sql.insert_jobs,
                 task,
                 batch.text,
@@ -313,19 +313,16 @@ class Queue:
                 opts.run_at,
                 opts.max_attempts,
             )
-        return [
-            build_job(
-                id=job_id,
-                task=task,
-                queue=opts.queue,
-                payload=payload,
-                priority=opts.priority,
-                run_at=opts.run_at or created_at,
-                created_at=created_at,
-                max_attempts=opts.max_attempts,
-            )
-            for (job_id, created_at), payload in zip(rows, batch.payloads, strict=True)
-        ]
+        return build_jobs(
+            ids,
+            batch.payloads,
+            task=task,
+            queue=opts.queue,
+            priority=opts.priority,
+            run_at=opts.run_at or created_at,
+            created_at=created_at,
+            max_attempts=opts.max_attempts,
+        )
 
     async def copy_many(
         self,
@@ -353,13 +350,13 @@ class Queue:
             columns.append("run_at")
             common += (opts.run_at,)
         texts = encode_each(batch.payloads)
-        async with self._connection(connection) as conn:
-            await self._run(
-                conn.copy_records_to_table,
-                "jobs",
-                records=[(task, text, *common) for text in texts],
-                columns=columns,
-                schema_name=self.schema,
+        records = [(task, text, *common) for text in texts]
+        async with self._connection(connection) as conn, conn.transaction():
+            # The wake-up decision once for the batch, in the COPY's transaction: the
+            # insert trigger then returns at once for each row.
+            await self._run(conn.fetchval, self.sql.wake_once, opts.queue, opts.run_at)
+            await conn.copy_records_to_table(
+                "jobs", records=records, columns=columns, schema_name=self.schema
             )
         return len(texts)
 

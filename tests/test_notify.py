@@ -195,3 +195,65 @@ async def test_worker_woken_by_a_poll_still_catches_producers_that_skipped(
             assert started[1] - committed < 0.25  # not the next 3 s poll
     finally:
         await slow.close()
+
+
+async def test_bulk_enqueues_notify_once_per_batch_and_not_while_a_worker_is_awake(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    received = await listen(conn, queue.schema)
+    await queue.enqueue_many("t", [{"n": n} for n in range(500)])
+    assert await queue.copy_many("t", [{"n": n} for n in range(500)], queue="other") == 500
+    await eventually(lambda: sorted(received) == ["default", "other"], within=5)
+    await queue.enqueue_many("t", [{}] * 10, delay=3600)  # not runnable yet: no wake-up
+    worker_session = await asyncpg.connect(dsn)
+    try:
+        await worker_session.fetchval(queue.sql.hold_awake, queue.schema, ["default", "other"])
+        await queue.enqueue_many("t", [{}] * 10)
+        await queue.copy_many("t", [{}] * 10, queue="other")
+        await asyncio.sleep(0.2)
+        assert sorted(received) == ["default", "other"]  # the awake worker covers both
+    finally:
+        await worker_session.close()
+    counts = await conn.fetch(f'SELECT queue, count(*) FROM "{queue.schema}".jobs GROUP BY 1')
+    assert {row["queue"]: row["count"] for row in counts} == {"default": 520, "other": 510}
+
+
+async def test_one_transaction_notifies_every_queue_it_fills(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    """The decision is remembered per transaction for one queue at a time: a second
+    queue (and a switch back) still gets its own NOTIFY; raw SQL does too."""
+    received = await listen(conn, queue.schema)
+    producer = await asyncpg.connect(dsn)
+    try:
+        async with producer.transaction():
+            await queue.enqueue("t", {}, queue="a", connection=producer)
+            await queue.enqueue_many("t", [{}] * 3, queue="b", connection=producer)
+            await queue.enqueue("t", {}, queue="a", connection=producer)
+            await queue.copy_many("t", [{}] * 3, queue="c", connection=producer)
+        await eventually(lambda: sorted(received) == ["a", "b", "c"], within=5)
+        received.clear()
+        await producer.execute(
+            f'INSERT INTO "{queue.schema}".jobs (task, queue) '
+            "SELECT 't', q FROM unnest(array['x', 'y', 'x', 'z']) AS q"
+        )
+        await eventually(lambda: sorted(received) == ["x", "y", "z"], within=5)
+    finally:
+        await producer.close()
+
+
+async def test_a_rolled_back_decision_does_not_silence_the_rest_of_the_transaction(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    received = await listen(conn, queue.schema)
+    producer = await asyncpg.connect(dsn)
+    try:
+        async with producer.transaction():
+            savepoint = producer.transaction()
+            await savepoint.start()
+            await queue.enqueue("t", {}, connection=producer)  # decides, then undone
+            await savepoint.rollback()
+            await queue.enqueue("t", {}, connection=producer)  # must decide again
+        await eventually(lambda: received == ["default"], within=5)
+    finally:
+        await producer.close()
