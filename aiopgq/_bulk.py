@@ -11,6 +11,7 @@ from ._payload import (
     check_max_attempts,
     check_priority,
     check_queue_name,
+    encode_payload,
     encode_payloads,
     resolve_run_at,
 )
@@ -49,9 +50,18 @@ def resolve_options(
 
 @dataclass
 class Batch:
+    task: str
     payloads: list[dict[str, Any]]
-    text: str  # the payloads as one JSON array
     options: Options
+    max_payload_bytes: int
+
+    def as_array(self) -> str:
+        """The payloads as one JSON array (enqueue_many: one parse on the server)."""
+        return encode_payloads(self.payloads, self.task, self.max_payload_bytes)
+
+    def each(self) -> list[str]:
+        """Each payload's JSON text (COPY: one value per row)."""
+        return [encode_payload(p, self.task, self.max_payload_bytes) for p in self.payloads]
 
 
 def make_batch(
@@ -61,12 +71,13 @@ def make_batch(
     max_payload_bytes: int,
     options: Options,
 ) -> Batch:
-    """Checked payloads of a bulk enqueue (TypeError/ValueError names the one at fault)."""
+    """Payloads of a bulk enqueue, checked against the task's signature (TypeError names
+    the one at fault); their JSON is checked when encoded (as_array or each)."""
     payload_list = [dict(p) for p in payloads]
     if known is not None:
         for payload in payload_list:
             known.check_keywords(payload)
-    return Batch(payload_list, encode_payloads(payload_list, task, max_payload_bytes), options)
+    return Batch(task, payload_list, options, max_payload_bytes)
 
 
 def _or(value: int | None, fallback: int) -> int:

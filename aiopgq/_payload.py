@@ -119,12 +119,6 @@ def encode_payloads(payloads: list[dict[str, Any]], name: str, max_bytes: int) -
     return text
 
 
-def encode_each(payloads: list[dict[str, Any]]) -> list[str]:
-    """JSON text of each payload (already checked by encode_payloads)."""
-    encode = _encoder.encode
-    return [encode(payload) for payload in payloads]
-
-
 def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None:
     for key, value in arguments.items():
         try:

@@ -17,7 +17,6 @@ from ._errors import ConfigurationError, JobNotFound, SchemaError
 from ._job import Job, build_job, build_jobs, job_from_record
 from ._payload import (
     check_queue_name,
-    encode_each,
     encode_payload,
 )
 from ._pool import create_pool
@@ -302,12 +301,13 @@ class Queue:
         if not batch.payloads:
             return []
         opts = batch.options
+        text = batch.as_array()
         async with self._connection(connection) as conn:
             ids, created_at = await self._run(
                 conn.fetchrow,
                 self.sql.insert_jobs,
                 task,
-                batch.text,
+                text,
                 opts.queue,
                 opts.priority,
                 opts.run_at,
@@ -349,14 +349,16 @@ class Queue:
         if opts.run_at is not None:
             columns.append("run_at")
             common += (opts.run_at,)
-        texts = encode_each(batch.payloads)
-        records = [(task, text, *common) for text in texts]
-        async with self._connection(connection) as conn, conn.transaction():
-            # The wake-up decision once for the batch, in the COPY's transaction: the
-            # insert trigger then returns at once for each row.
-            await self._run(conn.fetchval, self.sql.wake_once, opts.queue, opts.run_at)
-            await conn.copy_records_to_table(
-                "jobs", records=records, columns=columns, schema_name=self.schema
+        texts = batch.each()
+        async with self._connection(connection) as conn:
+            # No wake_once() first: its transaction and round trips cost more than the
+            # trigger's per-row lock calls they would save (measured with 1,000 rows).
+            await self._run(
+                conn.copy_records_to_table,
+                "jobs",
+                records=[(task, text, *common) for text in texts],
+                columns=columns,
+                schema_name=self.schema,
             )
         return len(texts)
 

@@ -67,7 +67,6 @@ class Statements:
             "prune",
             "insert_job",
             "insert_jobs",
-            "wake_once",
             "get_job",
             "find_by_idempotency_key",
             "cancel",
@@ -104,7 +103,6 @@ class Statements:
     prune: str
     insert_job: str
     insert_jobs: str
-    wake_once: str
     get_job: str
     find_by_idempotency_key: str
     cancel: str

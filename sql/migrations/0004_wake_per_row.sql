@@ -13,8 +13,9 @@
 -- queue: after a NOTIFY the queue is remembered in a transaction-local setting and
 -- later rows of it return at once. The skip path does not remember it (set_config
 -- costs as much as the rest), so a large raw INSERT ... SELECT in a busy queue pays
--- the lock calls per row; enqueue_many and copy_many call wake_once() before their
--- rows instead, which always remembers.
+-- the lock calls per row (copy_many too: a wake_once() call before the COPY costs
+-- more round trips than it saves); enqueue_many calls wake_once() before its rows,
+-- which always remembers.
 --
 -- No WHEN clause: PostgreSQL rebuilds a trigger's WHEN expression for every
 -- statement, which costs more than the function call it saves on single-row inserts.
