@@ -1,11 +1,13 @@
 -- Claim up to $2 runnable jobs of queue $1 for worker $3 in one statement: lock
 -- with SKIP LOCKED (concurrent workers get disjoint rows), mark running, count
 -- the attempt, start the lease. The planner walks jobs_pending_idx in order and
--- stops at the LIMIT. dequeue_completing.sql may be prepended (see Statements).
+-- stops at the LIMIT (its first key is hashtext(queue): see migration 0005).
+-- dequeue_completing.sql may be prepended (see Statements).
 WITH next AS (
     SELECT id
     FROM {{schema}}.jobs
-    WHERE status = 'pending' AND queue = $1 AND run_at <= now()
+    WHERE status = 'pending' AND hashtext(queue) = hashtext($1) AND queue = $1
+      AND run_at <= now()
     ORDER BY priority DESC, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED

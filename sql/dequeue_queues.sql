@@ -10,7 +10,8 @@ WITH next AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at
         FROM {{schema}}.jobs
-        WHERE status = 'pending' AND queue = q.name AND run_at <= now()
+        WHERE status = 'pending' AND hashtext(queue) = hashtext(q.name) AND queue = q.name
+          AND run_at <= now()
         ORDER BY priority DESC, run_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED
