@@ -1,0 +1,173 @@
+"""Server instructions per enqueued row, counted by callgrind.
+
+Wall-clock rates on a shared 2-core machine move by 10-20% from run to run; the
+instructions a PostgreSQL backend executes for the same statement do not. This
+tool starts a throwaway PostgreSQL (the binaries the embedded server would use)
+under `valgrind --tool=callgrind --trace-children=yes` and reports, per enqueue
+path, the backend's instructions per row with aiopgq's insert trigger enabled and
+disabled. A worker of the queue is awake throughout (its advisory lock is held),
+so single-row inserts take the trigger's usual busy path: no NOTIFY.
+
+    python -m benchmarks.instructions            # needs valgrind (apt install valgrind)
+    PG_BIN_DIR=/usr/lib/postgresql/15/bin python -m benchmarks.instructions
+
+Each figure is the difference between two fresh backends that run W and W + K
+statements, divided by K rows: connection start-up, catalog caches and the plan
+cache's first five custom plans are left out. Writes `instructions.json` into
+`--results-dir`. `--setup-sql FILE` runs FILE after the migrations (schema `cg`),
+to count a variant of the schema against the shipped one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from aiopgq import Queue
+from aiopgq._pg_account import make_run_dir, server_account
+from aiopgq._pg_binaries import find_pg_bin_dir, usable_bin_dir
+
+SCHEMA = "cg"
+QUEUE = "bench"
+BATCH = 1000
+Statement = Callable[[asyncpg.Connection], Awaitable[Any]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
+    parser.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--port", type=int, default=5499)
+    parser.add_argument(
+        "--setup-sql", type=Path, help="SQL run after the migrations (to compare a variant)"
+    )
+    opts = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt install valgrind")
+    run_dir = make_run_dir(server_account())
+    server = start_server(run_dir, opts.port)
+    try:
+        server_dsn = f"postgresql://postgres@127.0.0.1:{opts.port}/"
+        setup = opts.setup_sql.read_text() if opts.setup_sql else None
+        results = asyncio.run(measure_all(run_dir, server_dsn, setup))
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=120)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    opts.results_dir.mkdir(parents=True, exist_ok=True)
+    (opts.results_dir / "instructions.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    account = server_account()
+    bin_dir, data = usable_bin_dir(find_pg_bin_dir(), account), run_dir / "data"
+    as_account = account.popen_kwargs()
+    subprocess.run(
+        [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
+        check=True,
+        capture_output=True,
+        **as_account,
+    )
+    command = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
+    command += [f"--callgrind-out-file={run_dir}/cg.%p", str(bin_dir / "postgres")]
+    command += ["-D", str(data), "-p", str(port), "-k", str(run_dir), "-c", "autovacuum=off"]
+    log = open(run_dir / "server.log", "wb")  # the server keeps it open
+    return subprocess.Popen(command, stdout=log, stderr=log, **as_account)
+
+
+async def connect(dsn: str, timeout: float = 120.0) -> asyncpg.Connection:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await asyncpg.connect(dsn)
+        except (OSError, asyncpg.CannotConnectNowError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def backend_instructions(run_dir: Path, dsn: str, statement: Statement, count: int) -> int:
+    """Instructions of a fresh backend that runs `statement` `count` times, then exits."""
+    conn = await connect(dsn)
+    pid = await conn.fetchval("SELECT pg_backend_pid()")
+    for _ in range(count):
+        await statement(conn)
+    await conn.close()
+    dump = run_dir / f"cg.{pid}"
+    for _ in range(600):  # callgrind writes the file when the backend exits
+        await asyncio.sleep(0.1)
+        text = dump.read_text() if dump.exists() else ""
+        match = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if match:
+            dump.unlink()
+            return int(match.group(1))
+    raise RuntimeError(f"no callgrind output for backend {pid}")
+
+
+async def per_row(run_dir: Path, dsn: str, statement: Statement, rows: int, k: int) -> float:
+    warm = 8  # past the plan cache's five custom plans
+    base = await backend_instructions(run_dir, dsn, statement, warm)
+    more = await backend_instructions(run_dir, dsn, statement, warm + k)
+    return (more - base) / (k * rows)
+
+
+async def measure_all(run_dir: Path, server: str, setup: str | None) -> dict[str, Any]:
+    admin = await connect(server + "postgres")
+    await admin.execute("CREATE DATABASE cg")
+    version = await admin.fetchval("SHOW server_version")
+    await admin.close()
+    dsn = server + "cg"
+    queue = Queue(dsn, schema=SCHEMA)
+    await queue.migrate()
+    task = queue.task(name="bench.noop", queue=QUEUE)(_noop)
+    payloads = [{"i": i} for i in range(BATCH)]
+    raw_sql = f"INSERT INTO {SCHEMA}.jobs (task, queue, payload) VALUES ('bench.noop', $1, $2)"
+    cases: dict[str, tuple[Statement, int, int]] = {
+        "enqueue_many(1000)": (lambda c: task.enqueue_many(payloads, connection=c), BATCH, 4),
+        "copy_many(1000)": (lambda c: task.copy_many(payloads, connection=c), BATCH, 4),
+        "enqueue (one job)": (lambda c: task.enqueue(i=1, connection=c), 1, 40),
+        "raw single-row INSERT": (lambda c: c.execute(raw_sql, QUEUE, '{"i":1}'), 1, 40),
+    }
+    admin = await connect(dsn)
+    if setup:
+        await admin.execute(setup)
+    awake = await connect(dsn)  # a worker of the queue is awake: producers skip NOTIFY
+    await awake.fetchval(queue.sql.hold_awake, SCHEMA, [QUEUE])
+    results: dict[str, Any] = {"postgres": version, "batch": BATCH, "instructions_per_row": {}}
+    print(f"PostgreSQL {version}: server instructions per row (callgrind)")
+    print(f"{'path':24s} {'trigger on':>11s} {'trigger off':>12s} {'trigger share':>14s}")
+    try:
+        for name, (statement, rows, k) in cases.items():
+            figures = {}
+            for trigger in ("on", "off"):
+                switch = "ENABLE" if trigger == "on" else "DISABLE"
+                await admin.execute(f"ALTER TABLE {SCHEMA}.jobs {switch} TRIGGER USER")
+                await admin.execute(f"TRUNCATE {SCHEMA}.jobs")
+                figures[trigger] = await per_row(run_dir, dsn, statement, rows, k)
+            share = 1 - figures["off"] / figures["on"]
+            results["instructions_per_row"][name] = figures
+            print(f"{name:24s} {figures['on']:11,.0f} {figures['off']:12,.0f} {share:14.0%}")
+    finally:
+        await awake.close()
+        await admin.close()
+    return results
+
+
+async def _noop(i: int) -> None:
+    pass
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PGAPPNAME", "aiopgq-instructions")
+    main()
