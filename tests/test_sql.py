@@ -82,6 +82,34 @@ async def test_completions_look_jobs_up_by_id_when_statistics_saw_none_running(
         assert "jobs_running_idx" not in text, (name, text)
 
 
+async def test_queues_whose_names_share_a_hash_keep_their_own_jobs(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # jobs_pending_idx is keyed by hashtext(queue): the claim's `queue = $1` must
+    # keep out the jobs of another queue with the same 32-bit hash.
+    first, second = await conn.fetchrow(
+        "SELECT min(n), max(n) FROM (SELECT 'q' || g AS n FROM generate_series(1, 300000) g) s "
+        "GROUP BY hashtext(n) HAVING count(*) = 2 LIMIT 1"
+    )
+    ran: list[str] = []
+
+    @queue.task(name="where")
+    async def where(name: str) -> None:
+        ran.append(name)
+
+    for name in (first, second, "other"):
+        await queue.enqueue_many("where", [{"name": name}] * 3, queue=name)
+    await queue.worker(queues=[second, "other"]).run(burst=True)  # the several-queues claim
+    assert sorted(ran) == sorted([second] * 3 + ["other"] * 3)
+    await queue.enqueue_many("where", [{"name": second}] * 3, queue=second)
+    ran.clear()
+    await queue.worker(queues=[first]).run(burst=True)  # the single-queue claim
+    assert ran == [first] * 3
+    status = {(row["queue"], row["status"]): row["jobs"] for row in await queue.status()}
+    expected = {(first, "done"): 3, (second, "done"): 3, (second, "pending"): 3}
+    assert status == {**expected, ("other", "done"): 3}
+
+
 async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str) -> None:
     queues = [Queue(dsn, schema=schema) for _ in range(4)]
     applied = await asyncio.gather(*(q.migrate() for q in queues))
