@@ -6,8 +6,10 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import traceback
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -26,8 +28,12 @@ _MAX_ERROR_CHARS = 8000
 _CLAIMED = {**_DEFAULTS, "status": JobStatus.RUNNING}  # the fields all claimed Jobs share
 
 
-def job_from_row(row: asyncpg.Record) -> tuple[Job, str]:
-    """A claimed row as a Job (payload still JSON text: decoding may fail per job)."""
+def job_from_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[Job, str]:
+    """A claimed row as a Job (payload still JSON text: decoding may fail per job).
+
+    The row's timestamps are epoch seconds (see sql/dequeue.sql); `instants` holds the
+    datetimes already made for this batch: jobs enqueued together share their values.
+    """
     job_id, queue, task, payload, priority, attempts, max_attempts, run_at, created_at = row
     # A copy of the shared fields, then one store per column: half the cost of
     # build_job's keyword arguments, once per claimed job.
@@ -39,11 +45,20 @@ def job_from_row(row: asyncpg.Record) -> tuple[Job, str]:
     values["priority"] = priority
     values["attempts"] = attempts
     values["max_attempts"] = max_attempts
-    values["run_at"] = run_at
-    values["created_at"] = created_at
+    values["run_at"] = instants.get(run_at) or instants.setdefault(run_at, _instant(run_at))
+    values["created_at"] = instants.get(created_at) or instants.setdefault(
+        created_at, _instant(created_at)
+    )
     job = object.__new__(Job)
     object.__setattr__(job, "__dict__", values)  # Job is frozen: its __setattr__ refuses
     return job, payload
+
+
+def _instant(epoch: float) -> datetime:
+    """The datetime asyncpg would have decoded (exact to the microsecond until 2106)."""
+    if math.isinf(epoch):  # +-infinity, written by SQL: asyncpg's naive max and min
+        return datetime.max if epoch > 0 else datetime.min
+    return datetime.fromtimestamp(epoch, timezone.utc)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -84,8 +99,9 @@ class Dispatcher:
         if rows:
             self._idle.clear()
         started = []
+        instants: dict[float, datetime] = {}
         for row in rows:
-            job, payload = job_from_row(row)
+            job, payload = job_from_row(row, instants)
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each

@@ -2,7 +2,10 @@
 -- with SKIP LOCKED (concurrent workers get disjoint rows), mark running, count
 -- the attempt, start the lease. The planner walks jobs_pending_idx in order and
 -- stops at the LIMIT (its first key is hashtext(queue): see migration 0005).
--- dequeue_completing.sql may be prepended (see Statements).
+-- dequeue_completing.sql may be prepended (see Statements). The timestamps come
+-- back as epoch seconds (float8, exact to the microsecond): asyncpg spends about
+-- 1 us on each timestamptz it turns into a datetime, and a batch of jobs enqueued
+-- together shares one value (_dispatcher.job_from_row decodes each value once).
 WITH next AS (
     SELECT id
     FROM {{schema}}.jobs
@@ -18,4 +21,4 @@ SET status = 'running', attempts = j.attempts + 1,
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts, j.max_attempts,
-          j.run_at, j.created_at;
+          date_part('epoch', j.run_at), date_part('epoch', j.created_at);

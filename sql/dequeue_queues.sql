@@ -25,4 +25,4 @@ SET status = 'running', attempts = j.attempts + 1,
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts, j.max_attempts,
-          j.run_at, j.created_at;
+          date_part('epoch', j.run_at), date_part('epoch', j.created_at);

@@ -196,3 +196,30 @@ async def test_queue_on_an_existing_pool_with_its_own_jsonb_codec(dsn: str, queu
         assert not pool._closed  # type: ignore[attr-defined]  # the queue leaves it open
     finally:
         await pool.close()
+
+
+async def test_a_running_job_sees_its_stored_timestamps_to_the_microsecond(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    seen: dict[int, tuple[datetime, datetime]] = {}
+
+    @queue.task(name="stamps")
+    async def stamps(n: int) -> None:
+        job = current_job()
+        seen[job.id] = (job.run_at, job.created_at)
+
+    base = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    jobs = [
+        await stamps.enqueue(n=n, run_at=base - timedelta(microseconds=n * 7919)) for n in range(40)
+    ]
+    jobs += await stamps.enqueue_many([{"n": n} for n in range(40, 80)])  # shared timestamps
+    # A run_at that only SQL can write: decoded as asyncpg decodes it.
+    minus_infinity = await conn.fetchval(
+        f'INSERT INTO "{queue.schema}".jobs (task, payload, run_at) '
+        "VALUES ('stamps', '{\"n\": 80}', '-infinity') RETURNING id"
+    )
+    await queue.worker(concurrency=20).run(burst=True)
+    for job in jobs:
+        stored = await queue.get_job(job.id)
+        assert seen[job.id] == (stored.run_at, stored.created_at) == (job.run_at, job.created_at)
+    assert seen[minus_infinity][0] == (await queue.get_job(minus_infinity)).run_at == datetime.min
