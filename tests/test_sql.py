@@ -9,7 +9,8 @@ import asyncpg
 import pytest
 
 from aiopgq import Queue, SchemaError
-from aiopgq._schema import code_version
+from aiopgq._schema import code_version, migrations
+from aiopgq._sql import render
 
 
 async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) -> None:
@@ -115,6 +116,43 @@ async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str
     applied = await asyncio.gather(*(q.migrate() for q in queues))
     assert sorted(applied, key=len) == [[], [], [], list(range(1, code_version() + 1))]
     assert await queues[0].migrate() == []
+
+
+async def test_upgrading_a_version_4_schema_keeps_its_jobs_and_wake_ups(
+    dsn: str, schema: str, conn: asyncpg.Connection
+) -> None:
+    # The schema as aiopgq 4 left it (text-keyed pending index, AFTER trigger), with jobs.
+    quoted = f'"{schema}"'
+    await conn.execute(
+        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for version, name in migrations():
+        if version <= 4:
+            await conn.execute(render(f"migrations/{name}", schema))
+            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    await conn.execute(
+        f"INSERT INTO {quoted}.jobs (task, queue, payload) "
+        "SELECT 'up', q, jsonb_build_object('n', g) FROM generate_series(1, 10) g, "
+        "unnest(ARRAY['default', 'other']) q"
+    )
+    queue = Queue(dsn, schema=schema)
+    assert await queue.migrate() == list(range(5, code_version() + 1))
+    ran: list[int] = []
+
+    @queue.task(name="up")
+    async def up(n: int) -> None:
+        ran.append(n)
+
+    await queue.worker(queues=["default", "other"]).run(burst=True)
+    assert sorted(ran) == sorted(list(range(1, 11)) * 2)
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    await conn.add_listener(schema, lambda *args: woken.put_nowait(args[3]))
+    async with queue:
+        await up.enqueue(n=11)  # no worker is awake: the upgraded trigger notifies
+        assert await asyncio.wait_for(woken.get(), 10) == "default"
+        status = {(row["queue"], row["status"]): row["jobs"] for row in await queue.status()}
+    assert status == {("default", "done"): 10, ("other", "done"): 10, ("default", "pending"): 1}
 
 
 async def test_worker_refuses_a_missing_or_old_schema(dsn: str, schema: str) -> None:
