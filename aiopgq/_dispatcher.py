@@ -89,7 +89,7 @@ class Dispatcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
-        self._job_tasks: set[asyncio.Task[None]] = set()
+        self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
 
     def start(
         self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
@@ -100,21 +100,24 @@ class Dispatcher:
             self._idle.clear()
         started = []
         instants: dict[float, datetime] = {}
+        # The loop's own create_task: asyncio.create_task's wrapper costs 1.1 us more per
+        # task (it looks the loop up and names the task afterwards); same task factory.
+        create_task = asyncio.get_running_loop().create_task
         for row in rows:
             job, payload = job_from_row(row, instants)
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
-            task = asyncio.create_task(self._run(job, payload, target), name=f"aiopgq job {job.id}")
-            self._job_tasks.add(task)
+            task = create_task(self._run(job, payload, target), name=f"aiopgq job {job.id}")
+            self._job_tasks[job.id] = task
             started.append(task)
         return started
 
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
         self.releasing = True
-        tasks = list(self._job_tasks)
+        tasks = list(self._job_tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -146,7 +149,7 @@ class Dispatcher:
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
-            self._job_tasks.discard(asyncio.current_task())
+            self._job_tasks.pop(job.id, None)  # by id: asyncio.current_task() costs 0.6 us
             del self.running[job.id]
             if not self.running:
                 self._idle.set()
