@@ -16,7 +16,7 @@ import anyio
 import asyncpg
 
 from ._completer import Completer, Outcomes
-from ._job import _DEFAULTS, Job, JobStatus, _current_job
+from ._job import Job, JobStatus, _current_job, job_fields, job_of
 from ._payload import encode_result
 from ._task import Task
 
@@ -25,7 +25,7 @@ logger = logging.getLogger("aiopgq.worker")
 _MAX_ERROR_CHARS = 8000
 
 
-_CLAIMED = {**_DEFAULTS, "status": JobStatus.RUNNING}  # the fields all claimed Jobs share
+_CLAIMED = job_fields(status=JobStatus.RUNNING)  # the fields all claimed Jobs share
 
 
 def job_from_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[Job, str]:
@@ -45,20 +45,22 @@ def job_from_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[
     values["priority"] = priority
     values["attempts"] = attempts
     values["max_attempts"] = max_attempts
-    values["run_at"] = instants.get(run_at) or instants.setdefault(run_at, _instant(run_at))
-    values["created_at"] = instants.get(created_at) or instants.setdefault(
-        created_at, _instant(created_at)
-    )
-    job = object.__new__(Job)
-    object.__setattr__(job, "__dict__", values)  # Job is frozen: its __setattr__ refuses
-    return job, payload
+    values["run_at"] = _instant(run_at, instants)
+    values["created_at"] = _instant(created_at, instants)
+    return job_of(values), payload
 
 
-def _instant(epoch: float) -> datetime:
-    """The datetime asyncpg would have decoded (exact to the microsecond until 2106)."""
-    if math.isinf(epoch):  # +-infinity, written by SQL: asyncpg's naive max and min
-        return datetime.max if epoch > 0 else datetime.min
-    return datetime.fromtimestamp(epoch, timezone.utc)
+def _instant(epoch: float, made: dict[float, datetime]) -> datetime:
+    """The datetime asyncpg would have decoded (exact to the microsecond until 2106);
+    `made` keeps those of the batch so far (jobs enqueued together share them)."""
+    found = made.get(epoch)
+    if found is None:
+        if math.isinf(epoch):  # +-infinity, written by SQL: asyncpg's naive max and min
+            found = datetime.max if epoch > 0 else datetime.min
+        else:
+            found = datetime.fromtimestamp(epoch, timezone.utc)
+        made[epoch] = found
+    return found
 
 
 def describe_error(exc: BaseException) -> str:

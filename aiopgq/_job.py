@@ -49,28 +49,34 @@ class Job:
 _DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
 
 
-def build_job(**values: Any) -> Job:
-    """A Job without the frozen dataclass's per-field __setattr__ (hot paths build many)."""
+def job_fields(**common: Any) -> dict[str, Any]:
+    """Every field's default, overridden by `common`: a template for jobs built in bulk."""
+    return {**_DEFAULTS, **common}
+
+
+def job_of(values: dict[str, Any]) -> Job:
+    """The Job whose fields are `values` (all of them, and now owned by the Job), set
+    without the frozen dataclass's per-field __setattr__: hot paths build many."""
     job = object.__new__(Job)
-    job.__dict__.update(_DEFAULTS, **values)
+    object.__setattr__(job, "__dict__", values)  # Job is frozen: its own __setattr__ refuses
     return job
+
+
+def build_job(**values: Any) -> Job:
+    """A Job from some fields, the rest at their defaults."""
+    return job_of(job_fields(**values))
 
 
 def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common: Any) -> list[Job]:
     """Jobs that differ only in id and payload (a bulk enqueue): the shared fields are
-    laid out once and each job's __dict__ is a copy of them (a third of build_job's cost)."""
-    shared = {**_DEFAULTS, **common}
-    copy_shared = shared.copy
-    new = object.__new__
-    set_dict = object.__setattr__  # Job is frozen: its own __setattr__ refuses
+    laid out once and each job's fields are a copy of them (a third of build_job's cost)."""
+    copy_shared = job_fields(**common).copy
 
     def one(job_id: int, payload: dict[str, Any]) -> Job:
         values = copy_shared()
         values["id"] = job_id
         values["payload"] = payload
-        job = new(Job)
-        set_dict(job, "__dict__", values)
-        return job
+        return job_of(values)
 
     if len(ids) != len(payloads):
         raise RuntimeError(f"{len(ids)} ids returned for {len(payloads)} jobs")
