@@ -2,7 +2,6 @@
 -- its backoff ($3 seconds); a job at max_attempts ends failed; $5 true cancels it
 -- (the handler asked not to retry). $1 ids, $2 attempts (lease token), $4 errors,
 -- $6 worker id.
--- status compared as text: see dequeue_completing.sql (keeps the lookup by id).
 UPDATE {{schema}}.jobs j
 SET status = CASE
         WHEN o.final OR j.attempts >= j.max_attempts THEN 'failed'::{{schema}}.job_status
@@ -15,5 +14,5 @@ SET status = CASE
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::text[], $5::bool[])
     AS o(id, attempt, delay, error, final)
-WHERE j.id = o.id AND j.attempts = o.attempt AND j.status::text = 'running' AND j.locked_by = $6
+WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $6
 RETURNING j.id, j.status::text, j.run_at;

@@ -2,14 +2,10 @@
 -- finished ($4 ids, $5 attempts as lease tokens, $6 results as JSON text) are
 -- marked done by the same statement that claims the next batch, so a busy
 -- worker commits once per batch instead of twice. Worker id is $3.
--- `status::text = 'running'` keeps the planner off jobs_running_idx: statistics
--- taken while nothing ran estimate one running row, and a generic plan then
--- scanned every running job once per outcome (quadratic in the batch). Compared
--- as text the index does not apply, and each job is found by its id.
 completed AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
     FROM unnest($4::bigint[], $5::int[], $6::text[]) AS o(id, attempt, result)
-    WHERE j.id = o.id AND j.attempts = o.attempt AND j.status::text = 'running' AND j.locked_by = $3
+    WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
 )

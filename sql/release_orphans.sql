@@ -5,4 +5,5 @@ UPDATE {{schema}}.jobs
 SET status = 'pending', attempts = attempts - 1,
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 WHERE status = 'running' AND locked_by = $1 AND NOT (id = ANY($2::bigint[]))
+    AND heartbeat_at IS NOT NULL  -- every claimed row has one: reads jobs_running_idx
 RETURNING id;
