@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import shutil
 import signal
@@ -82,8 +81,8 @@ def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
     command = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
     command += [f"--callgrind-out-file={run_dir}/cg.%p", str(bin_dir / "postgres")]
     command += ["-D", str(data), "-p", str(port), "-k", str(run_dir), "-c", "autovacuum=off"]
-    log = open(run_dir / "server.log", "wb")  # the server keeps it open
-    return subprocess.Popen(command, stdout=log, stderr=log, **as_account)
+    with open(run_dir / "server.log", "wb") as log:  # the server keeps its own copy
+        return subprocess.Popen(command, stdout=log, stderr=log, **as_account)
 
 
 async def connect(dsn: str, timeout: float = 120.0) -> asyncpg.Connection:
@@ -169,5 +168,4 @@ async def _noop(i: int) -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PGAPPNAME", "aiopgq-instructions")
     main()
