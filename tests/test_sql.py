@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -51,10 +53,18 @@ async def test_dequeue_uses_the_partial_index_with_many_done_rows(
             args = [["default", "other"] if several else "default", 100, "w"]
             if completing:
                 args += [[], [], []]
-            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)
-            text = json.dumps(plan)
-            assert "jobs_pending_idx" in text, text
-            assert '"Seq Scan"' not in text, text
+            plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args))
+            nodes = list(_plan_nodes(plan[0]["Plan"]))
+            kinds = {node["Node Type"] for node in nodes}
+            assert "jobs_pending_idx" in {node.get("Index Name") for node in nodes}, nodes
+            assert "Seq Scan" not in kinds, nodes
+            assert "Tid Scan" in kinds, nodes  # the update finds the locked rows by ctid
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 async def test_completions_look_jobs_up_by_id_when_statistics_saw_none_running(
