@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import math
 import traceback
@@ -17,7 +16,7 @@ import asyncpg
 
 from ._completer import Completer, Outcomes
 from ._job import Job, JobStatus, _current_job, job_fields, job_of
-from ._payload import encode_result
+from ._payload import decode_payload, encode_result
 from ._task import Task
 
 logger = logging.getLogger("aiopgq.worker")
@@ -135,7 +134,7 @@ class Dispatcher:
                 sink.error(job, 0.0, _unknown_task_message(job, self._tasks), True)
                 return
             try:
-                payload = json.loads(payload_text)
+                payload = decode_payload(payload_text)
                 if not isinstance(payload, dict):
                     raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
                 task.check_keywords(payload)
@@ -164,7 +163,10 @@ class Dispatcher:
         token = _current_job.set(job)
         try:
             if task.timeout is None:  # the common case: no cancel scope to set up
-                result = await _invoke(task, arguments)
+                if task.is_async:  # awaited here: a coroutine frame less per job
+                    result = await task.fn(**arguments)
+                else:
+                    result = await _invoke(task, arguments)
             else:
                 with anyio.move_on_after(task.timeout) as deadline:
                     result = await _invoke(task, arguments)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 
@@ -9,6 +10,7 @@ import asyncpg
 import pytest
 
 from aiopgq import ConfigurationError, Queue
+from aiopgq._payload import decode_payload
 
 
 @pytest.fixture
@@ -106,3 +108,25 @@ async def test_queue_name_with_sql_is_just_data(queue: Queue, conn: asyncpg.Conn
     job = await queue.enqueue("t", {}, queue=nasty)
     assert (await queue.get_job(job.id)).queue == nasty
     assert await count_jobs(queue, conn) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1}',
+        '{"s": "\\u00e9\\n", "n": [1.5, -2e300, 123456789012345678901234567890]}',
+        " {} ",
+        "[1]",
+    ],
+)
+def test_the_workers_payload_decoder_agrees_with_json_loads(text: str) -> None:
+    assert decode_payload(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} x', "nul", '{"a": 1}{}'])
+def test_the_workers_payload_decoder_raises_what_json_loads_raises(text: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        decode_payload(text)
+    with pytest.raises(ValueError) as expected:
+        json.loads(text)
+    assert str(raised.value) == str(expected.value)
