@@ -49,12 +49,9 @@ async def maintain_once(
     rescued = pruned = 0
     async with pool.acquire() as conn:
         while True:
-            async with conn.transaction():
-                if not await _lead(conn, sql):
-                    return rescued, pruned
-                rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
-                for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
-                    await conn.execute("SELECT pg_notify($1, $2)", sql.schema, queue)
+            rows = await _rescue_batch(conn, sql, visibility_timeout)
+            if rows is None:
+                return rescued, pruned  # another worker leads
             for row in rows:
                 logger.warning(
                     "job %s lease expired (worker lost); now %s",
@@ -66,17 +63,45 @@ async def maintain_once(
             if len(rows) < _BATCH:
                 break
         while retention is not None:
-            async with conn.transaction():
-                if not await _lead(conn, sql):
-                    break
-                status = await conn.execute(sql.prune, retention, _BATCH)
-            deleted = int(status.split()[-1])
+            deleted = await _prune_batch(conn, sql, retention)
+            if deleted is None:
+                break
             pruned += deleted
             if deleted < _BATCH:
                 break
     if pruned:
         logger.info("pruned %d finished jobs older than %s s", pruned, retention)
     return rescued, pruned
+
+
+# Each batch's transaction is shielded from cancellation: a worker stopping meanwhile
+# waits for one bounded batch. Cancelled half-way, its rollback was cancelled too and
+# the transaction stayed open on the pooled connection (asyncpg then reported
+# "Resetting connection with an active transaction" on every short burst).
+
+
+async def _rescue_batch(
+    conn: Connection, sql: Statements, visibility_timeout: float
+) -> list[asyncpg.Record] | None:
+    """Rescue up to _BATCH expired leases; None if another worker leads maintenance."""
+    with anyio.CancelScope(shield=True):
+        async with conn.transaction():
+            if not await _lead(conn, sql):
+                return None
+            rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
+            for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
+                await conn.execute("SELECT pg_notify($1, $2)", sql.schema, queue)
+    return rows
+
+
+async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> int | None:
+    """Delete up to _BATCH expired finished rows; None if another worker leads."""
+    with anyio.CancelScope(shield=True):
+        async with conn.transaction():
+            if not await _lead(conn, sql):
+                return None
+            status = await conn.execute(sql.prune, retention, _BATCH)
+    return int(status.split()[-1])
 
 
 async def _lead(conn: Connection, sql: Statements) -> bool:

@@ -294,6 +294,23 @@ async def test_worker_survives_its_connections_being_killed(
     assert sum(runs.values()) - 2000 <= 3 * 20  # re-runs only of jobs in flight at a kill
 
 
+async def test_short_bursts_leave_no_transaction_to_the_pool(queue: Queue) -> None:
+    # Maintenance starts with the worker. A burst over an empty queue ended while it
+    # was inside a transaction: the cancelled rollback left that transaction open on
+    # the pool connection, and asyncpg reported "Resetting connection with an active
+    # transaction" through the loop's exception handler (printed on every such exit).
+    loop = asyncio.get_running_loop()
+    reports: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reports.append(context["message"]))
+    try:
+        for _ in range(20):
+            await queue.worker(queues=["default"]).run(burst=True)
+    finally:
+        loop.set_exception_handler(previous)
+    assert reports == []
+
+
 def test_a_later_retry_replaces_a_retry_time_already_passed() -> None:
     from datetime import datetime, timedelta, timezone
 
