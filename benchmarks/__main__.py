@@ -53,7 +53,7 @@ async def main_async(opts: Options) -> int:
         bench = Bench(opts, info, dsn, systems)
         print(
             f"database {opts.database}; systems {', '.join(systems)}; "
-            f"rounds {opts.rounds}; child logs in {log_dir()}\n",
+            f"rounds {opts.rounds}; event loop {opts.loop}; child logs in {log_dir()}\n",
             flush=True,
         )
         for workload in opts.workloads:

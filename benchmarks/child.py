@@ -198,7 +198,12 @@ def main() -> None:
     die_with_parent()
     spec = json.loads(sys.argv[1])
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main_async(spec))
+        if spec.get("loop") == "uvloop":
+            import uvloop  # only when asked for: it is not a benchmark requirement
+
+            uvloop.run(main_async(spec))
+        else:
+            asyncio.run(main_async(spec))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ class Options:
     database: str = "aiopgq_bench"
     results_dir: Path = RESULTS_DIR
     plots: bool = True
+    loop: str = "asyncio"  # every child's event loop: asyncio or uvloop
     # drain / cpu
     jobs: int = 30_000
     workers: int = 4
@@ -116,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--database", help="name of the benchmark database (created and dropped)")
     a("--results-dir", type=Path, help="where JSON and PNG go (default benchmarks/results)")
     a("--no-plots", dest="plots", action="store_false", default=None, help="skip PNG plots")
+    a(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        help="event loop of every worker and producer process, all systems alike "
+        "(default asyncio; the aiopgq and PGQueuer CLIs use uvloop when installed)",
+    )
     a("--jobs", type=int, help="jobs per drain (default 30000)")
     a("--workers", type=int, help="worker processes for drain (default 4)")
     a("--concurrency", type=int, help="bare batch / aiopgq concurrency per process (100)")
