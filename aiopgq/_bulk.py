@@ -11,7 +11,7 @@ from ._payload import (
     check_max_attempts,
     check_priority,
     check_queue_name,
-    encode_payload,
+    encode_each_payload,
     encode_payloads,
     resolve_run_at,
 )
@@ -61,7 +61,7 @@ class Batch:
 
     def each(self) -> list[str]:
         """Each payload's JSON text (COPY: one value per row)."""
-        return [encode_payload(p, self.task, self.max_payload_bytes) for p in self.payloads]
+        return encode_each_payload(self.payloads, self.task, self.max_payload_bytes)
 
 
 def make_batch(

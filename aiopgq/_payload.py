@@ -119,6 +119,32 @@ def encode_payloads(payloads: list[dict[str, Any]], name: str, max_bytes: int) -
     return text
 
 
+# The NUL string encoded, between two array elements. No payload holds a NUL (checked
+# above: PostgreSQL refuses it in JSON) and a JSON string's own quotes are escaped,
+# so in an array of payloads with "\x00" between them this occurs only there.
+_NUL_SEPARATOR = ',"\\u0000",'
+
+
+def encode_each_payload(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> list[str]:
+    """Each payload's JSON text, with the checks and errors of encode_payload, from one
+    encoder call (a call per payload costs 1 us more each): the payloads are encoded as
+    one array with a NUL string between them, and split there."""
+    joined: list[Any] = ["\x00"] * (2 * len(payloads) - 1)
+    joined[0::2] = payloads
+    try:
+        text = _encoder.encode(joined)
+    except (TypeError, ValueError):
+        text = ""  # find the payload and argument at fault below
+    texts: list[str] = []
+    if text and text.count("\\u0000") == len(payloads) - 1:  # no payload holds one
+        texts = text[1:-1].split(_NUL_SEPARATOR)
+    if len(texts) != len(payloads) or (
+        len(text) > max_bytes and any(len(t) > max_bytes for t in texts)
+    ):
+        return [encode_payload(p, name, max_bytes) for p in payloads]  # names the fault
+    return texts
+
+
 def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None:
     for key, value in arguments.items():
         try:

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from aiopgq import ConfigurationError, Queue
-from aiopgq._payload import decode_payload
+from aiopgq._payload import decode_payload, encode_each_payload, encode_payload
 
 
 @pytest.fixture
@@ -130,3 +130,30 @@ def test_the_workers_payload_decoder_raises_what_json_loads_raises(text: str) ->
     with pytest.raises(ValueError) as expected:
         json.loads(text)
     assert str(raised.value) == str(expected.value)
+
+
+def test_copy_many_encodes_each_payload_as_enqueue_does() -> None:
+    payloads = [
+        {"a": 1},
+        {"s": ',"\\u0000",', "t": '"\\x00"'},  # the separator's text, escaped: still data
+        {"b": ["x\\u0000", {"c": None}]},
+        {"u": "é\n\t"},
+    ]
+    assert encode_each_payload(payloads, "t", 1000) == [
+        encode_payload(p, "t", 1000) for p in payloads
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ({"n": "a\x00b"}, ValueError, "argument 'n' contains a NUL character"),
+        ({"n": {1, 2}}, TypeError, "argument 'n' cannot be stored as JSON"),
+        ({"n": "x" * 100}, ValueError, "over the 60-byte limit"),
+    ],
+)
+def test_copy_many_rejects_a_bad_payload_by_name(
+    bad: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        encode_each_payload([{"n": 1}, bad, {"n": 2}], "t", 60)
