@@ -1,4 +1,4 @@
-"""Server instructions per enqueued row, counted by callgrind.
+"""Server instructions per enqueued row and per drained job, counted by callgrind.
 
 Wall-clock rates on a shared 2-core machine move by 10-20% from run to run; the
 instructions a PostgreSQL backend executes for the same statement do not. This
@@ -6,7 +6,9 @@ tool starts a throwaway PostgreSQL (the binaries the embedded server would use)
 under `valgrind --tool=callgrind --trace-children=yes` and reports, per enqueue
 path, the backend's instructions per row with aiopgq's insert trigger enabled and
 disabled. A worker of the queue is awake throughout (its advisory lock is held),
-so single-row inserts take the trigger's usual busy path: no NOTIFY.
+so single-row inserts take the trigger's usual busy path: no NOTIFY. For the
+drain, it compares aiopgq's claim of 100 jobs (with the previous 100 `done`s in the
+same statement) with the bare loop's dequeue of 100 plus its completion by id.
 
     python -m benchmarks.instructions            # needs valgrind (apt install valgrind)
     PG_BIN_DIR=/usr/lib/postgresql/15/bin python -m benchmarks.instructions
@@ -37,10 +39,12 @@ import asyncpg
 from aiopgq import Queue
 from aiopgq._pg_account import make_run_dir, server_account
 from aiopgq._pg_binaries import find_pg_bin_dir, usable_bin_dir
+from benchmarks.systems import bare
 
 SCHEMA = "cg"
 QUEUE = "bench"
 BATCH = 1000
+DRAIN_BATCH = 100
 Statement = Callable[[asyncpg.Connection], Awaitable[Any]]
 
 
@@ -148,7 +152,7 @@ async def measure_all(run_dir: Path, server: str, setup: str | None) -> dict[str
     print(f"{'path':24s} {'trigger on':>11s} {'trigger off':>12s} {'trigger share':>14s}")
     try:
         for name, (statement, rows, k) in cases.items():
-            figures = {}
+            figures: dict[str, float] = {}
             for trigger in ("on", "off"):
                 switch = "ENABLE" if trigger == "on" else "DISABLE"
                 await admin.execute(f"ALTER TABLE {SCHEMA}.jobs {switch} TRIGGER USER")
@@ -157,10 +161,64 @@ async def measure_all(run_dir: Path, server: str, setup: str | None) -> dict[str
             share = 1 - figures["off"] / figures["on"]
             results["instructions_per_row"][name] = figures
             print(f"{name:24s} {figures['on']:11,.0f} {figures['off']:12,.0f} {share:14.0%}")
+        results["instructions_per_drained_job"] = await measure_drain(run_dir, dsn, admin, queue)
     finally:
         await awake.close()
         await admin.close()
     return results
+
+
+async def measure_drain(
+    run_dir: Path, dsn: str, admin: asyncpg.Connection, queue: Queue
+) -> dict[str, float]:
+    """Per drained job: aiopgq's claim of 100 with the previous 100 `done`s riding in the
+    same statement, against the bare loop's dequeue of 100 plus completion by id."""
+    await admin.execute(bare.INSTALL)
+    await admin.execute("RESET search_path")
+    claim = queue.sql.claim(several_queues=False, completing=True)
+    bare_dequeue = bare.DEQUEUE.replace("FROM jobs", f"FROM {bare.SCHEMA}.jobs")
+    bare_dequeue = bare_dequeue.replace("UPDATE jobs", f"UPDATE {bare.SCHEMA}.jobs")
+    bare_complete = bare.COMPLETE.replace("UPDATE jobs", f"UPDATE {bare.SCHEMA}.jobs")
+
+    def aiopgq_cycle() -> Statement:
+        held: list[asyncpg.Record] = []
+
+        async def cycle(conn: asyncpg.Connection) -> None:
+            ids, attempts = [r["id"] for r in held], [r["attempts"] for r in held]
+            held[:] = await conn.fetch(
+                claim, QUEUE, DRAIN_BATCH, "w", ids, attempts, [None] * len(ids)
+            )
+            assert len(held) == DRAIN_BATCH
+
+        return cycle
+
+    def bare_cycle() -> Statement:
+        async def cycle(conn: asyncpg.Connection) -> None:
+            rows = await conn.fetch(bare_dequeue, QUEUE, DRAIN_BATCH, "w")
+            assert len(rows) == DRAIN_BATCH
+            await conn.execute(bare_complete, [r["id"] for r in rows])
+
+        return cycle
+
+    systems = {
+        "aiopgq (claim 100, 100 done riding)": (f"{SCHEMA}.jobs", aiopgq_cycle),
+        "bare (dequeue 100, complete 100)": (f"{bare.SCHEMA}.jobs", bare_cycle),
+    }
+    figures: dict[str, float] = {}
+    print(f"\n{'drain cycle':36s} {'per job':>8s}")
+    for name, (table, make_cycle) in systems.items():
+        counts = []
+        for cycles in (8, 28):  # fresh backend, fresh table, fresh cycle state each time
+            await admin.execute(
+                f"TRUNCATE {table}; INSERT INTO {table} (queue, task, payload) "
+                f"SELECT '{QUEUE}', 'bench.noop', jsonb_build_object('i', g) "
+                "FROM generate_series(1, 4000) g"
+            )
+            await admin.execute(f"VACUUM ANALYZE {table}")
+            counts.append(await backend_instructions(run_dir, dsn, make_cycle(), cycles))
+        figures[name] = (counts[1] - counts[0]) / (20 * DRAIN_BATCH)
+        print(f"{name:36s} {figures[name]:8,.0f}")
+    return figures
 
 
 async def _noop(i: int) -> None:
