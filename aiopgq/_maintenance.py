@@ -62,6 +62,7 @@ async def maintain_once(
             rescued += len(rows)
             if len(rows) < _BATCH:
                 break
+        await _refresh_statistics(conn, sql)
         while retention is not None:
             deleted = await _prune_batch(conn, sql, retention)
             if deleted is None:
@@ -102,6 +103,16 @@ async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> i
                 return None
             status = await conn.execute(sql.prune, retention, _BATCH)
     return int(status.split()[-1])
+
+
+async def _refresh_statistics(conn: Connection, sql: Statements) -> None:
+    """ANALYZE jobs when it outgrew its statistics (see sql/statistics_outgrown.sql)."""
+    with anyio.CancelScope(shield=True):
+        async with conn.transaction():
+            if not await _lead(conn, sql) or not await conn.fetchval(sql.statistics_outgrown):
+                return
+            await conn.execute(sql.analyze_jobs)
+    logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
 
 
 async def _lead(conn: Connection, sql: Statements) -> bool:

@@ -65,6 +65,8 @@ class Statements:
             "heartbeat",
             "rescue",
             "prune",
+            "statistics_outgrown",
+            "analyze_jobs",
             "insert_job",
             "insert_jobs",
             "get_job",
@@ -101,6 +103,8 @@ class Statements:
     heartbeat: str
     rescue: str
     prune: str
+    statistics_outgrown: str
+    analyze_jobs: str
     insert_job: str
     insert_jobs: str
     get_job: str

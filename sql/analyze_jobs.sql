@@ -1,0 +1,2 @@
+-- Fresh statistics for jobs (see statistics_outgrown.sql).
+ANALYZE {{schema}}.jobs;
