@@ -308,7 +308,7 @@ async def test_short_bursts_leave_no_transaction_to_the_pool(queue: Queue) -> No
             await queue.worker(queues=["default"]).run(burst=True)
     finally:
         loop.set_exception_handler(previous)
-    assert reports == []
+    assert [r for r in reports if "active transaction" in r] == []
 
 
 async def test_claims_keep_using_indexes_after_the_table_outgrows_its_statistics(
