@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import zlib
+from collections.abc import AsyncIterator
 
 import anyio
 import asyncpg
@@ -75,43 +77,46 @@ async def maintain_once(
     return rescued, pruned
 
 
-# Each batch's transaction is shielded from cancellation: a worker stopping meanwhile
-# waits for one bounded batch. Cancelled half-way, its rollback was cancelled too and
-# the transaction stayed open on the pooled connection (asyncpg then reported
-# "Resetting connection with an active transaction" on every short burst).
+@contextlib.asynccontextmanager
+async def _leading(conn: Connection, sql: Statements) -> AsyncIterator[bool]:
+    """One maintenance batch's transaction; yields whether this worker leads (holds the
+    leader lock until it commits). Shielded from cancellation: a worker stopping
+    meanwhile waits for one bounded batch. Cancelled half-way, its rollback was
+    cancelled too and the transaction stayed open on the pooled connection (asyncpg
+    then reported "Resetting connection with an active transaction")."""
+    with anyio.CancelScope(shield=True):
+        async with conn.transaction():
+            yield await _lead(conn, sql)
 
 
 async def _rescue_batch(
     conn: Connection, sql: Statements, visibility_timeout: float
 ) -> list[asyncpg.Record] | None:
     """Rescue up to _BATCH expired leases; None if another worker leads maintenance."""
-    with anyio.CancelScope(shield=True):
-        async with conn.transaction():
-            if not await _lead(conn, sql):
-                return None
-            rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
-            for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
-                await conn.execute("SELECT pg_notify($1, $2)", sql.schema, queue)
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return None
+        rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
+        for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
+            await conn.execute("SELECT pg_notify($1, $2)", sql.schema, queue)
     return rows
 
 
 async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> int | None:
     """Delete up to _BATCH expired finished rows; None if another worker leads."""
-    with anyio.CancelScope(shield=True):
-        async with conn.transaction():
-            if not await _lead(conn, sql):
-                return None
-            status = await conn.execute(sql.prune, retention, _BATCH)
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return None
+        status = await conn.execute(sql.prune, retention, _BATCH)
     return int(status.split()[-1])
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:
     """ANALYZE jobs when it outgrew its statistics (see sql/statistics_outgrown.sql)."""
-    with anyio.CancelScope(shield=True):
-        async with conn.transaction():
-            if not await _lead(conn, sql) or not await conn.fetchval(sql.statistics_outgrown):
-                return
-            await conn.execute(sql.analyze_jobs)
+    async with _leading(conn, sql) as leader:
+        if not leader or not await conn.fetchval(sql.statistics_outgrown):
+            return
+        await conn.execute(sql.analyze_jobs)
     logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
 
 
