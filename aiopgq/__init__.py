@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._db.connection import Connection
 from ._errors import (
     ConfigurationError,
     EmbeddedServerError,
@@ -17,10 +18,11 @@ from ._job import Job, JobStatus, current_job
 from ._queue import Queue
 from ._retry import Retry
 from ._task import Task
-from ._worker import Worker
+from ._worker.worker import Worker
 
 __all__ = [
     "ConfigurationError",
+    "Connection",
     "EmbeddedServerError",
     "Error",
     "Job",
@@ -36,3 +38,13 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Reprs and docs say aiopgq.Queue, not the private module that defines it.
+for _name in __all__:
+    _obj = globals()[_name]
+    if hasattr(_obj, "__module__") and not isinstance(_obj, str):
+        try:
+            _obj.__module__ = __name__
+        except (AttributeError, TypeError):  # typing.Union objects keep theirs
+            pass
+del _name, _obj

@@ -1,3 +1,5 @@
+"""`python -m aiopgq`: the command line."""
+
 import sys
 
 from ._cli import main

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from ._dsn import check_dsn, redact, resolve_dsn
+from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._errors import ConfigurationError, Error
 from ._queue import Queue
 
@@ -191,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _server(args: argparse.Namespace) -> int:
-    from ._embedded import serve_forever
+    from .embedded import serve_forever
 
     return serve_forever(args.data_dir, args.port)
 

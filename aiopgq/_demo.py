@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
-from aiopgq import Queue
-from aiopgq._dsn import redact
-from aiopgq._errors import ConfigurationError, Error
-from aiopgq._sql import quote_identifier
+from ._db.dsn import redact
+from ._db.statements import quote_identifier
+from ._errors import ConfigurationError, Error
+from ._queue import Queue
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from aiopgq._embedded import EmbeddedServer
+    from .embedded import EmbeddedServer
 
 CHUNK = 5_000  # jobs per enqueue_many call: one round trip each
 CONCURRENCY = 100
@@ -97,7 +97,7 @@ def run_demo(
 
 
 def _start_embedded() -> EmbeddedServer:
-    from aiopgq._embedded import persistent_data_dir, start_persistent
+    from .embedded import persistent_data_dir, start_persistent
 
     data_dir, replaced = persistent_data_dir()
     if replaced is not None:

@@ -1,14 +1,17 @@
-"""Jobs as the user sees them."""
+"""Jobs as the user sees them, and every way a row becomes a Job."""
 
 from __future__ import annotations
 
 import contextvars
 import enum
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
+
+import asyncpg
 
 
 class JobStatus(str, enum.Enum):
@@ -83,7 +86,7 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
     return list(map(one, ids, payloads))
 
 
-def job_from_record(row: Mapping[str, Any]) -> Job:
+def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
     """A Job from a row of sql/get_job.sql (payload and result as JSON text)."""
     return build_job(
         id=row["id"],
@@ -102,6 +105,44 @@ def job_from_record(row: Mapping[str, Any]) -> Job:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
     )
+
+
+_CLAIMED = job_fields(status=JobStatus.RUNNING)  # the fields all claimed Jobs share
+
+
+def job_from_claimed_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[Job, str]:
+    """A claimed row as a Job (payload still JSON text: decoding may fail per job).
+
+    The row's timestamps are epoch seconds (see sql/dequeue.sql); `instants` holds the
+    datetimes already made for this batch: jobs enqueued together share their values.
+    """
+    job_id, queue, task, payload, priority, attempts, max_attempts, run_at, created_at = row
+    # A copy of the shared fields, then one store per column: half the cost of
+    # build_job's keyword arguments, once per claimed job.
+    values = _CLAIMED.copy()
+    values["id"] = job_id
+    values["queue"] = queue
+    values["task"] = task
+    values["payload"] = {}
+    values["priority"] = priority
+    values["attempts"] = attempts
+    values["max_attempts"] = max_attempts
+    values["run_at"] = _instant(run_at, instants)
+    values["created_at"] = _instant(created_at, instants)
+    return job_of(values), payload
+
+
+def _instant(epoch: float, made: dict[float, datetime]) -> datetime:
+    """The datetime asyncpg would have decoded (exact to the microsecond until 2106);
+    `made` keeps those of the batch so far (jobs enqueued together share them)."""
+    found = made.get(epoch)
+    if found is None:
+        if math.isinf(epoch):  # +-infinity, written by SQL: asyncpg's naive max and min
+            found = datetime.max if epoch > 0 else datetime.min
+        else:
+            found = datetime.fromtimestamp(epoch, timezone.utc)
+        made[epoch] = found
+    return found
 
 
 _current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("aiopgq_current_job")

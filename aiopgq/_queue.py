@@ -1,42 +1,39 @@
-"""The Queue: connection pool, task registry, enqueue, inspection."""
+"""Queue: pool lifecycle, task registry, enqueue, inspection, and its workers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
-from . import _schema
-from ._bulk import Batch, make_batch, resolve_options
-from ._dsn import check_dsn, redact, resolve_dsn
-from ._errors import ConfigurationError, JobNotFound, SchemaError
-from ._job import Job, build_job, build_jobs, job_from_record
-from ._payload import (
+from ._db import migrations
+from ._db.connection import Connection
+from ._db.dsn import check_dsn, redact, resolve_dsn
+from ._db.migrations import missing_schema_as_error
+from ._db.pool import create_pool
+from ._db.statements import Statements, validate_identifier
+from ._enqueue import (
+    Batch,
     check_queue_name,
-    encode_payload,
+    copy_batch,
+    insert_batch,
+    insert_job,
+    make_batch,
+    resolve_options,
 )
-from ._pool import create_pool
+from ._errors import ConfigurationError, JobNotFound
+from ._job import Job, build_job, job_from_record
+from ._payload import encode_payload
 from ._retry import Retry
-from ._sql import Statements, validate_identifier
 from ._task import Task
-from ._types import Connection
-
-if TYPE_CHECKING:
-    from ._worker import Worker
+from ._worker.worker import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_MISSING_SCHEMA_ERRORS = (
-    asyncpg.UndefinedTableError,
-    asyncpg.UndefinedFunctionError,
-    asyncpg.InvalidSchemaNameError,
-    asyncpg.UndefinedObjectError,
-)
 
 
 class Queue:
@@ -124,6 +121,11 @@ class Queue:
         await self.close()
 
     @property
+    def is_open(self) -> bool:
+        """True once open() made (or was given) a pool, until close()."""
+        return self._pool is not None
+
+    @property
     def pool(self) -> asyncpg.Pool:
         if self._pool is None:
             raise RuntimeError(
@@ -155,16 +157,16 @@ class Queue:
             assert self.dsn is not None
             conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
             try:
-                return await _schema.migrate(conn, self.schema)
+                return await migrations.migrate(conn, self.schema)
             finally:
                 await conn.close()
         async with self.pool.acquire() as conn:
-            return await _schema.migrate(conn, self.schema)
+            return await migrations.migrate(conn, self.schema)
 
     async def check_schema(self) -> None:
         """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`")."""
         async with self.pool.acquire() as conn:
-            await _schema.check_version(conn, self.schema)
+            await migrations.check_version(conn, self.schema)
 
     # -- tasks -----------------------------------------------------------------
 
@@ -252,24 +254,9 @@ class Queue:
             priority=priority,
             max_attempts=max_attempts,
         )
-        args = (
-            task,
-            text,
-            opts.queue,
-            opts.priority,
-            opts.run_at,
-            opts.max_attempts,
-            idempotency_key,
-        )
-        async with self._connection(connection) as conn:
-            row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
-            if row is None:  # idempotency key already held by a live job
-                row = await self._run(
-                    conn.fetchrow, self.sql.find_by_idempotency_key, idempotency_key
-                )
-                if row is None:  # finished between the two statements: enqueue afresh
-                    row = await self._run(conn.fetchrow, self.sql.insert_job, *args)
-        assert row is not None
+        with missing_schema_as_error(self.schema):
+            async with self._connection(connection) as conn:
+                row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
         return build_job(
             id=row[0],
             task=task,
@@ -300,29 +287,9 @@ class Queue:
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return []
-        opts = batch.options
-        text = batch.as_array()
-        async with self._connection(connection) as conn:
-            ids, created_at = await self._run(
-                conn.fetchrow,
-                self.sql.insert_jobs,
-                task,
-                text,
-                opts.queue,
-                opts.priority,
-                opts.run_at,
-                opts.max_attempts,
-            )
-        return build_jobs(
-            ids,
-            batch.payloads,
-            task=task,
-            queue=opts.queue,
-            priority=opts.priority,
-            run_at=opts.run_at or created_at,
-            created_at=created_at,
-            max_attempts=opts.max_attempts,
-        )
+        with missing_schema_as_error(self.schema):
+            async with self._connection(connection) as conn:
+                return await insert_batch(conn, self.sql, batch)
 
     async def copy_many(
         self,
@@ -343,24 +310,9 @@ class Queue:
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return 0
-        opts = batch.options
-        columns = ["task", "payload", "queue", "priority", "max_attempts"]
-        common: tuple[Any, ...] = (opts.queue, opts.priority, opts.max_attempts)
-        if opts.run_at is not None:
-            columns.append("run_at")
-            common += (opts.run_at,)
-        texts = batch.each()
-        async with self._connection(connection) as conn:
-            # No wake_once() first: its transaction and round trips cost more than the
-            # trigger's per-row lock calls they would save (measured with 1,000 rows).
-            await self._run(
-                conn.copy_records_to_table,
-                "jobs",
-                records=[(task, text, *common) for text in texts],
-                columns=columns,
-                schema_name=self.schema,
-            )
-        return len(texts)
+        with missing_schema_as_error(self.schema):
+            async with self._connection(connection) as conn:
+                return await copy_batch(conn, self.schema, batch)
 
     def _batch(
         self,
@@ -383,22 +335,13 @@ class Queue:
         )
         return make_batch(known, task, payloads, self.max_payload_bytes, opts)
 
-    async def _run(
-        self, method: Callable[..., Awaitable[Any]], sql: str, *args: Any, **kwargs: Any
-    ) -> Any:
-        try:
-            return await method(sql, *args, **kwargs)
-        except _MISSING_SCHEMA_ERRORS as exc:
-            raise SchemaError(
-                f"schema {self.schema} is missing or outdated ({exc}): run `aiopgq migrate`"
-            ) from exc
-
     # -- inspection and control --------------------------------------------------
 
     async def get_job(self, job_id: int) -> Job:
         """The job's current row; raises JobNotFound."""
         async with self.pool.acquire() as conn:
-            row = await self._run(conn.fetchrow, self.sql.get_job, job_id)
+            with missing_schema_as_error(self.schema):
+                row = await conn.fetchrow(self.sql.get_job, job_id)
         if row is None:
             raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
         return job_from_record(row)
@@ -406,19 +349,20 @@ class Queue:
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job that has not started; False if it is running or finished."""
         async with self.pool.acquire() as conn:
-            return await self._run(conn.fetchval, self.sql.cancel, job_id) is not None
+            with missing_schema_as_error(self.schema):
+                return await conn.fetchval(self.sql.cancel, job_id) is not None
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
         async with self.pool.acquire() as conn:
-            await self._run(
-                conn.execute, self.sql.set_queue_notify, check_queue_name(queue), enabled
-            )
+            with missing_schema_as_error(self.schema):
+                await conn.execute(self.sql.set_queue_notify, check_queue_name(queue), enabled)
 
     async def status(self) -> list[dict[str, Any]]:
         """Job counts per queue and status, with the age of the oldest runnable job."""
         async with self.pool.acquire() as conn:
-            rows = await self._run(conn.fetch, self.sql.status)
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.status)
         return [dict(row) for row in rows]
 
     async def blocked_sessions(self) -> list[dict[str, Any]]:
@@ -435,6 +379,4 @@ class Queue:
         >>> worker = queue.worker(queues=["default"], concurrency=50)
         >>> await worker.run()
         """
-        from ._worker import Worker
-
         return Worker(self, queues=queues, **options)

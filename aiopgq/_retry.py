@@ -1,13 +1,10 @@
-"""Backoff for failed jobs, and the database errors a worker rides out."""
+"""The user-facing retry policy of failed jobs: exponential backoff with a cap."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from dataclasses import dataclass
-
-import asyncpg
 
 from ._errors import ConfigurationError
 
@@ -46,28 +43,3 @@ class Retry:
         except OverflowError:
             raw = self.cap
         return max(0.0, raw * (1 + random.uniform(-self.jitter, self.jitter)))
-
-
-# Errors after which the same statement can succeed on a later try: the
-# connection or server went away, or PostgreSQL chose us as a deadlock victim.
-_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57", "58")
-_TRANSIENT_SQLSTATES = ("40001", "40P01", "55P03")
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for errors that a retry with backoff can cure."""
-    # InternalClientError: asyncpg's protocol state after the server dropped the
-    # connection between two messages of one query (seen with pg_terminate_backend).
-    if isinstance(
-        exc, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError)
-    ):
-        return True
-    if isinstance(exc, asyncpg.PostgresError):
-        state: str = getattr(exc, "sqlstate", None) or ""
-        return state in _TRANSIENT_SQLSTATES or state[:2] in _TRANSIENT_SQLSTATE_CLASSES
-    return False
-
-
-def reconnect_delay(failures: int) -> float:
-    """Backoff for reconnect loops: 0.1 s doubling to 5 s, with jitter."""
-    return min(5.0, 0.1 * 2.0 ** min(failures, 10)) * random.uniform(0.5, 1.0)

@@ -1,29 +1,64 @@
-"""Registered task functions and their enqueue shortcuts."""
+"""Task: a registered function and its enqueue shortcuts."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+from ._db.connection import Connection
+from ._enqueue import check_max_attempts, check_priority, check_queue_name
 from ._job import Job
-from ._payload import (
-    KeywordCheck,
-    bind_arguments,
-    check_max_attempts,
-    check_priority,
-    check_queue_name,
-    check_signature,
-)
+from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
-from ._types import Connection
-
-if TYPE_CHECKING:
-    from ._queue import Queue
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class Enqueuer(Protocol):
+    """Where a task's shortcuts enqueue: the aiopgq.Queue it was registered on."""
+
+    async def enqueue(
+        self,
+        task: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job: ...
+
+    async def enqueue_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+    ) -> list[Job]: ...
+
+    async def copy_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+    ) -> int: ...
 
 
 class Task(Generic[P, R]):
@@ -36,7 +71,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        queue: Queue,
+        queue: Enqueuer,
         fn: Callable[P, Awaitable[R]] | Callable[P, R],
         *,
         name: str,

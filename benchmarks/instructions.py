@@ -37,8 +37,8 @@ from typing import Any
 import asyncpg
 
 from aiopgq import Queue
-from aiopgq._pg_account import make_run_dir, server_account
-from aiopgq._pg_binaries import find_pg_bin_dir, usable_bin_dir
+from aiopgq._embedded.account import make_run_dir, server_account
+from aiopgq._embedded.binaries import find_pg_bin_dir, usable_bin_dir
 from benchmarks.systems import bare
 
 SCHEMA = "cg"

@@ -1,6 +1,7 @@
 -- Record failed attempts. A job with attempts left goes back to pending after
--- its backoff ($3 seconds); a job at max_attempts ends failed; $5 true cancels it
--- (the handler asked not to retry). $1 ids, $2 attempts (lease token), $4 errors,
+-- its backoff ($3 seconds); a job at max_attempts ends failed; $5 true fails it
+-- at once, with no retry (it cannot run: unknown task, payload that does not fit
+-- the task, result that is not JSON). $1 ids, $2 attempts (lease token), $4 errors,
 -- $6 worker id.
 UPDATE {{schema}}.jobs j
 SET status = CASE

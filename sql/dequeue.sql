@@ -3,13 +3,13 @@
 -- the attempt, start the lease. The planner walks jobs_pending_idx in order and
 -- stops at the LIMIT (its first key is hashtext(queue): see migration 0005).
 -- The update finds each locked row by its ctid (a Tid Scan), not by a second
--- descent of the primary key: about 4% of the server's instructions per claimed
--- job. The row is locked by this statement, so its ctid cannot change before the
+-- descent of the primary key (benchmarks/README.md has the instruction counts).
+-- The row is locked by this statement, so its ctid cannot change before the
 -- update; `j.id = next.id` is a second check that costs nothing.
 -- dequeue_completing.sql may be prepended (see Statements). The timestamps come
--- back as epoch seconds (float8, exact to the microsecond): asyncpg spends about
--- 1 us on each timestamptz it turns into a datetime, and a batch of jobs enqueued
--- together shares one value (_dispatcher.job_from_row decodes each value once).
+-- back as epoch seconds (float8, exact to the microsecond): asyncpg's decoding of
+-- each timestamptz costs more, and a batch of jobs enqueued together shares one
+-- value (aiopgq/_job.py, job_from_claimed_row, decodes each value once).
 WITH next AS (
     SELECT ctid AS tid, id
     FROM {{schema}}.jobs

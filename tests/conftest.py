@@ -22,7 +22,7 @@ def database_url() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from aiopgq._embedded import start_throwaway
+    from aiopgq.embedded import start_throwaway
 
     try:
         server = start_throwaway()

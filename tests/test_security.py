@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from aiopgq import ConfigurationError, JobStatus, Queue
-from aiopgq._dsn import redact
+from aiopgq._db.dsn import redact
 
 from .helpers import eventually
 

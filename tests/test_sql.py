@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from aiopgq import Queue, SchemaError
-from aiopgq._schema import code_version, migrations
-from aiopgq._sql import render
+from aiopgq._db.migrations import code_version, migrations
+from aiopgq._db.statements import render
 
 
 async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) -> None:

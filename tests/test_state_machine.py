@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from aiopgq._schema import migrate
-from aiopgq._sql import Statements
+from aiopgq._db.migrations import migrate
+from aiopgq._db.statements import Statements
 
 WORKERS = ("w1", "w2")
 

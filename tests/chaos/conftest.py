@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aiopgq._embedded import EmbeddedServer, start_throwaway
+from aiopgq.embedded import EmbeddedServer, start_throwaway
 
 from .harness import Cluster
 

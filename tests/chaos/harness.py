@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from aiopgq import Queue
-from aiopgq._retry import is_transient
+from aiopgq._db.transient import is_transient
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import pytest
 
-from aiopgq._embedded import EmbeddedServer
+from aiopgq.embedded import EmbeddedServer
 
 from .harness import LISTENER_PREFIX, SCHEMA, Cluster, Fault, report
 

@@ -1,0 +1,132 @@
+"""Migrations: numbered SQL files applied in order, the version kept in the database."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+import zlib
+from collections.abc import Iterator
+
+import asyncpg
+
+from .._errors import SchemaError
+from .connection import Connection
+from .statements import SQL_DIR, quote_identifier, render, validate_identifier
+
+logger = logging.getLogger("aiopgq.schema")
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@functools.cache
+def migrations() -> list[tuple[int, str]]:
+    """(version, file name) of every migration shipped with this aiopgq, in order.
+
+    Read once per process: the version a running process needs does not change.
+    """
+    found = []
+    for path in (SQL_DIR / "migrations").iterdir():
+        match = _MIGRATION_NAME.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path.name))
+    return sorted(found)
+
+
+def code_version() -> int:
+    """The schema version this aiopgq needs."""
+    return migrations()[-1][0]
+
+
+def _lock_key(schema: str) -> int:
+    # A stable 32-bit key per schema for pg_advisory_xact_lock(int, int).
+    return zlib.crc32(schema.encode()) & 0x7FFFFFFF
+
+
+async def database_version(conn: Connection, schema: str) -> int | None:
+    """The schema version recorded in the database, or None when not installed."""
+    validate_identifier(schema)
+    table = await conn.fetchval(
+        "SELECT to_regclass($1)", f"{quote_identifier(schema)}.schema_version"
+    )
+    if table is None:
+        return None
+    version: int | None = await conn.fetchval(
+        f"SELECT max(version) FROM {quote_identifier(schema)}.schema_version"
+    )
+    return version
+
+
+async def migrate(conn: Connection, schema: str) -> list[int]:
+    """Apply the missing migrations; safe to run concurrently and repeatedly.
+
+    Returns the versions applied by this call (empty when already up to date).
+    """
+    quoted = quote_identifier(schema)
+    applied: list[int] = []
+    async with conn.transaction():
+        # Two `migrate` runs at once: the second waits here, then finds nothing to do.
+        await conn.execute("SELECT pg_advisory_xact_lock(1634758257, $1)", _lock_key(schema))
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {quoted}.schema_version ("
+            "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        current = await database_version(conn, schema) or 0
+        if current > code_version():
+            raise SchemaError(_newer_message(schema, current))
+        for version, name in migrations():
+            if version <= current:
+                continue
+            logger.info("applying migration %s to schema %s", name, schema)
+            await conn.execute(render(f"migrations/{name}", schema))
+            await conn.execute(
+                f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", version
+            )
+            applied.append(version)
+    return applied
+
+
+async def check_version(conn: Connection, schema: str) -> None:
+    """Raise SchemaError unless the database schema is exactly what this code needs."""
+    current = await database_version(conn, schema)
+    needed = code_version()
+    if current is None:
+        raise SchemaError(
+            f"schema {schema} has no aiopgq tables: run `aiopgq migrate` "
+            f"(or `await queue.migrate()`) first"
+        )
+    if current < needed:
+        raise SchemaError(
+            f"schema {schema} is at version {current}, this aiopgq needs {needed}: "
+            "run `aiopgq migrate`"
+        )
+    if current > needed:
+        raise SchemaError(_newer_message(schema, current))
+
+
+def _newer_message(schema: str, current: int) -> str:
+    return (
+        f"schema {schema} is at version {current}, newer than this aiopgq "
+        f"(which knows up to {code_version()}): upgrade aiopgq"
+    )
+
+
+_MISSING_SCHEMA_ERRORS = (
+    asyncpg.UndefinedTableError,
+    asyncpg.UndefinedFunctionError,
+    asyncpg.InvalidSchemaNameError,
+    asyncpg.UndefinedObjectError,
+)
+
+
+@contextlib.contextmanager
+def missing_schema_as_error(schema: str) -> Iterator[None]:
+    """Turn PostgreSQL's "no such table/function" into a SchemaError that says what to do."""
+    try:
+        yield
+    except _MISSING_SCHEMA_ERRORS as exc:
+        raise SchemaError(
+            f"schema {schema} is missing or outdated ({exc}): run `aiopgq migrate`"
+        ) from exc

@@ -1,0 +1,60 @@
+"""The connection pool a Queue creates: retried at start, without per-release resets."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from .._errors import ConfigurationError
+from .dsn import redact
+from .transient import Backoff, is_transient
+
+logger = logging.getLogger("aiopgq.queue")
+
+
+async def create_pool(
+    dsn: str,
+    sizes: tuple[int, int],
+    connect_kwargs: Mapping[str, Any],
+    *,
+    retry_for: float = 0.0,
+) -> asyncpg.Pool:
+    """An asyncpg pool on `dsn`; an unreachable server is retried with backoff (logging
+    each try) for `retry_for` seconds, then ConfigurationError names it (no password)."""
+    deadline = time.monotonic() + retry_for
+    backoff = Backoff(logger, f"connecting to {redact(dsn)}")
+    while True:
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=sizes[0], max_size=sizes[1], reset=_keep_session, **connect_kwargs
+            )
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+            left = deadline - time.monotonic()
+            if not is_transient(exc) or left <= 0:
+                tries = backoff.failures + 1
+                raise ConfigurationError(
+                    f"cannot connect to {redact(dsn)}: {redact(str(exc)) or type(exc).__name__}"
+                    + (f" (gave up after {tries} tries)" if retry_for else "")
+                    + "; check the DSN and that the server is running"
+                ) from None
+            await asyncio.sleep(min(backoff.failed(exc), left))
+        else:
+            backoff.succeeded()
+            return pool
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset hook: nothing to undo, so skip asyncpg's reset query.
+
+    By default asyncpg sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL` on every release: one more round trip for every enqueue, fetch and
+    completion. aiopgq leaves no session state on pool connections (its advisory locks
+    are transaction-scoped; LISTEN has its own connection), and asyncpg still rolls back
+    an open transaction. Code that borrows `queue.pool` must not leave session state
+    behind either (SET, session advisory locks, LISTEN), or should use its own pool.
+    """

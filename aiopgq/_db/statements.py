@@ -1,0 +1,120 @@
+"""Every SQL statement, loaded from the `sql/` folder with the schema name bound in."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from .._errors import ConfigurationError
+from .._identifiers import is_identifier
+
+
+def _sql_dir() -> Path:
+    # Installed wheel: aiopgq/sql (force-included). Source checkout: sql/ beside aiopgq/.
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "sql", package.parent / "sql"):
+        if (candidate / "migrations").is_dir():
+            return candidate
+    raise FileNotFoundError(f"aiopgq SQL files not found next to {package}; reinstall aiopgq")
+
+
+SQL_DIR = _sql_dir()
+
+
+def validate_identifier(name: str, what: str = "schema") -> str:
+    """Return `name` if it is a safe lower-case SQL identifier, else raise."""
+    if not is_identifier(name):
+        raise ConfigurationError(
+            f"invalid {what} name {name!r}: use 1-63 characters of a-z, 0-9 and _, "
+            "starting with a letter or _"
+        )
+    return name
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + validate_identifier(name) + '"'
+
+
+@functools.cache
+def _read(relative: str) -> str:
+    return (SQL_DIR / relative).read_text(encoding="utf-8")
+
+
+def render(relative: str, schema: str) -> str:
+    """The statement in `sql/<relative>` with the (validated) schema name bound in."""
+    # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
+    text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
+    return text.replace("{{schema}}", quote_identifier(schema))
+
+
+class Statements:
+    """Every runtime statement, rendered once for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = validate_identifier(schema)
+        # The insert trigger notifies on a channel named after the schema (see
+        # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
+        self.channel = self.schema
+        for name in (
+            "dequeue",
+            "dequeue_queues",
+            "dequeue_completing",
+            "complete_done",
+            "complete_error",
+            "release",
+            "release_orphans",
+            "heartbeat",
+            "rescue",
+            "prune",
+            "statistics_outgrown",
+            "analyze_jobs",
+            "insert_job",
+            "insert_jobs",
+            "get_job",
+            "find_by_idempotency_key",
+            "cancel",
+            "status",
+            "set_queue_notify",
+            "locks",
+            "wait_for_skippers",
+            "hold_awake",
+            "notify_queues",
+            "release_awake",
+        ):
+            setattr(self, name, render(f"{name}.sql", schema))
+
+    dequeue: str
+    dequeue_queues: str
+    dequeue_completing: str
+    complete_done: str
+
+    def claim(self, *, several_queues: bool, completing: bool) -> str:
+        """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
+        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        statement = self.dequeue_queues if several_queues else self.dequeue
+        if not completing:
+            return statement
+        head = "WITH next AS ("
+        assert head in statement  # both dequeue files start their CTEs this way
+        return statement.replace(head, f"WITH {self.dequeue_completing.strip()},\nnext AS (", 1)
+
+    complete_error: str
+    release: str
+    release_orphans: str
+    heartbeat: str
+    rescue: str
+    prune: str
+    statistics_outgrown: str
+    analyze_jobs: str
+    insert_job: str
+    insert_jobs: str
+    get_job: str
+    find_by_idempotency_key: str
+    cancel: str
+    status: str
+    set_queue_notify: str
+    locks: str
+    wait_for_skippers: str
+    hold_awake: str
+    notify_queues: str
+    release_awake: str

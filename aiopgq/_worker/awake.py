@@ -1,0 +1,101 @@
+"""The awake role: while a worker claims jobs, producers may skip their NOTIFY.
+
+A fetching worker advertises itself through the listener's session locks, and the
+insert trigger skips NOTIFY while one is held. Before the worker sleeps it stops
+advertising and waits (in the background) for the producers that skipped, then
+claims again; a busy worker hands the role over by waking its peers.
+sql/migrations/0003_notify_once.sql explains why that makes skipping safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+from anyio.abc import TaskGroup
+
+from .._db.statements import Statements
+from .._db.transient import is_transient
+from .claims import Claims
+from .listener import Listener
+from .wakeups import Wakeups
+
+logger = logging.getLogger("aiopgq.fetcher")
+
+
+class AwakeRole:
+    def __init__(
+        self,
+        listener: Listener | None,
+        pool: asyncpg.Pool,
+        sql: Statements,
+        claims: Claims,
+        wakeups: Wakeups,
+        queues: Sequence[str],
+        *,
+        drain_timeout: float,
+    ) -> None:
+        self._listener = listener
+        self._pool = pool
+        self._sql = sql
+        self._claims = claims
+        self._wakeups = wakeups
+        self._queues = list(queues)
+        self._drain_timeout = drain_timeout
+        self._draining = False
+
+    async def claimed(self) -> None:
+        """Jobs came in: advertise that we are awake, so producers may skip NOTIFY."""
+        if self._listener is not None and not self._listener.awake:
+            await self._listener.hold_awake()
+
+    async def hand_over(self) -> None:
+        """Stop advertising (busy or stopping) and wake the peers for jobs whose
+        NOTIFY was already skipped."""
+        if self._listener is None or not await self._listener.release_awake():
+            return
+        try:
+            conn = await self._claims.connection()
+            await conn.execute(self._sql.notify_queues, self._sql.channel, self._queues)
+        except Exception as exc:
+            await self._claims.drop_connection()
+            if not is_transient(exc):
+                raise
+            logger.warning("waking peer workers failed (%s); they poll meanwhile", exc)
+
+    async def go_idle(self, drains: TaskGroup) -> None:
+        """About to sleep: stop advertising, then catch the producers that skipped NOTIFY."""
+        released = self._listener is not None and await self._listener.release_awake()
+        self.start_drain(drains, everything=released)
+
+    def start_drain(self, drains: TaskGroup, *, everything: bool = False) -> None:
+        if self._draining:
+            if everything:
+                self._wakeups.owe_drain(self._queues)
+            return
+        queues = self._wakeups.take_to_drain(everything=everything)
+        if queues:
+            self._draining = True
+            drains.start_soon(self._drain_skippers, queues)
+
+    async def _drain_skippers(self, queues: list[str]) -> None:
+        try:
+            async with self._pool.acquire() as conn:
+                await conn.execute(
+                    self._sql.wait_for_skippers,
+                    self._sql.schema,  # the advisory-lock namespace
+                    queues,
+                    timeout=self._drain_timeout,
+                )
+        except asyncio.TimeoutError:
+            pass  # a skipper's transaction is still open: the next poll covers it
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            self._wakeups.owe_drain(queues)  # those skippers are still unaccounted for
+            logger.warning("waiting for skipped notifications failed (%s)", exc)
+        finally:
+            self._draining = False
+        self._wakeups.wake()

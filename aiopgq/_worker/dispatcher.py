@@ -1,0 +1,208 @@
+"""Dispatcher: runs fetched jobs under the worker's task group and reports outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import traceback
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import anyio
+import asyncpg
+
+from .._job import Job, _current_job, job_from_claimed_row
+from .._payload import decode_payload, encode_result
+from .completer import Completer, Outcomes
+from .contracts import TaskSpec
+from .wakeups import Wakeups
+
+logger = logging.getLogger("aiopgq.worker")
+
+_MAX_ERROR_CHARS = 8000
+
+# Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
+JOB_TASK_PREFIX = "aiopgq job "
+
+
+def describe_error(exc: BaseException) -> str:
+    """Exception type, message and traceback, trimmed for the last_error column."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(text) > _MAX_ERROR_CHARS:
+        text = text[:1000] + "\n...\n" + text[-(_MAX_ERROR_CHARS - 1000) :]
+    return text
+
+
+class Dispatcher:
+    """Starts one task per job and turns its ending into an outcome.
+
+    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode).
+    """
+
+    def __init__(
+        self,
+        tasks: Mapping[str, TaskSpec],
+        completer: Completer,
+        wakeups: Wakeups,
+    ) -> None:
+        self._tasks = tasks
+        self._completer = completer
+        self._slot_freed = wakeups.progress
+        self.running: dict[int, Job] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
+        self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
+
+    def start(
+        self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
+    ) -> list[asyncio.Task[None]]:
+        """Start one task per claimed row; they are ours until they end or cancel_all()."""
+        target = sink if sink is not None else self._completer
+        if rows:
+            self._idle.clear()
+        started = []
+        instants: dict[float, datetime] = {}
+        # The loop's own create_task: asyncio.create_task's wrapper looks the loop up and
+        # names the task afterwards, per task; the task factory is the same.
+        create_task = asyncio.get_running_loop().create_task
+        for row in rows:
+            job, payload = job_from_claimed_row(row, instants)
+            self.running[job.id] = job
+            # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
+            # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
+            # task forgets itself as it ends (no done callback: one loop turn less per job).
+            task = create_task(self._run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+            self._job_tasks[job.id] = task
+            started.append(task)
+        return started
+
+    async def cancel_all(self) -> None:
+        """Cancel every running job (they are released to pending) and wait for them."""
+        self.releasing = True
+        tasks = list(self._job_tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_idle(self) -> None:
+        """Return when no job is running."""
+        await self._idle.wait()
+
+    async def _run(self, job: Job, payload_text: str, sink: Completer | Outcomes) -> None:
+        task = self._tasks.get(job.task)
+        try:
+            if task is None:
+                sink.error(job, 0.0, _unknown_task_message(job, self._tasks), True)
+                return
+            try:
+                payload = decode_payload(payload_text)
+                if not isinstance(payload, dict):
+                    raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
+                task.check_keywords(payload)
+                arguments = payload
+            except (TypeError, ValueError) as exc:
+                message = (
+                    f"job {job.id} of task {job.task} cannot run: its payload does not match "
+                    f"the task's arguments ({exc}); fix the producer and enqueue it again"
+                )
+                sink.error(job, 0.0, message, True)
+                return
+            await self._call(task, job, arguments, sink)
+        except Exception:  # a bug of ours: _call reports the job's own exceptions
+            logger.exception("aiopgq internal error in job %s", job.id)
+        finally:
+            self._job_tasks.pop(job.id, None)  # by id: cheaper than asyncio.current_task()
+            del self.running[job.id]
+            if not self.running:
+                self._idle.set()
+            self._slot_freed()
+
+    async def _call(
+        self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Completer | Outcomes
+    ) -> None:
+        job = _with_payload(job, arguments)
+        token = _current_job.set(job)
+        try:
+            if task.timeout is None:  # the common case: no cancel scope to set up
+                if task.is_async:  # awaited here: a coroutine frame less per job
+                    result = await task.fn(**arguments)
+                else:
+                    result = await _invoke(task, arguments)
+            else:
+                with anyio.move_on_after(task.timeout) as deadline:
+                    result = await _invoke(task, arguments)
+                if deadline.cancelled_caught:
+                    raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
+        except asyncio.CancelledError:
+            if self.releasing:
+                sink.release(job)
+                raise
+            self._failed(task, job, _Cancelled(), sink)
+        except BaseException as exc:
+            self._failed(task, job, exc, sink)
+        else:
+            try:
+                result_text = encode_result(result)
+            except (TypeError, ValueError) as exc:
+                message = (
+                    f"task {task.name} returned a {type(result).__name__} that cannot be "
+                    f"stored as JSON ({exc}); the job ran but its result is lost: return "
+                    "JSON types (or None)"
+                )
+                sink.error(job, 0.0, message, True)
+                return
+            sink.done(job, result_text)
+        finally:
+            _current_job.reset(token)
+
+    def _failed(
+        self, task: TaskSpec, job: Job, exc: BaseException, sink: Completer | Outcomes
+    ) -> None:
+        final = job.attempts >= job.max_attempts
+        delay = 0.0 if final else task.retry.delay(job.attempts)
+        if logger.isEnabledFor(logging.WARNING):
+            logger.warning(
+                "job %s (%s) attempt %s/%s failed: %r%s",
+                job.id,
+                job.task,
+                job.attempts,
+                job.max_attempts,
+                exc,
+                "" if final else f"; retrying in {delay:.1f} s",
+                extra={
+                    "job_id": job.id,
+                    "task": job.task,
+                    "queue": job.queue,
+                    "attempt": job.attempts,
+                },
+            )
+        sink.error(job, delay, describe_error(exc), False)
+
+
+async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
+    if task.is_async:
+        return await task.fn(**arguments)
+    call = functools.partial(task.fn, **arguments)
+    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+
+class _Cancelled(Exception):
+    def __str__(self) -> str:
+        return "the job was cancelled from inside (CancelledError raised by the handler)"
+
+
+def _with_payload(job: Job, arguments: dict[str, Any]) -> Job:
+    object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
+    return job
+
+
+def _unknown_task_message(job: Job, tasks: Mapping[str, TaskSpec]) -> str:
+    known = ", ".join(sorted(tasks)) or "none"
+    return (
+        f"job {job.id}: no task named {job.task!r} is registered in this worker "
+        f"(known: {known}); register it with @queue.task(name={job.task!r}) and "
+        "enqueue the job again"
+    )

@@ -1,0 +1,37 @@
+"""Heartbeat: extends the lease of every job this worker holds, in one statement."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import anyio
+import asyncpg
+
+from .._db.statements import Statements
+from .._db.transient import Backoff
+
+logger = logging.getLogger("aiopgq.heartbeat")
+
+
+async def run_heartbeat(
+    pool: asyncpg.Pool,
+    sql: Statements,
+    worker_id: str,
+    held_ids: Callable[[], list[int]],
+    interval: float,
+) -> None:
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`."""
+    backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
+    while True:
+        await anyio.sleep(interval)
+        ids = held_ids()
+        if not ids:
+            continue
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute(sql.heartbeat, ids, worker_id)
+        except Exception as exc:
+            backoff.failed(exc)  # the interval is the delay
+        else:
+            backoff.succeeded()

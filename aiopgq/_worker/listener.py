@@ -1,0 +1,143 @@
+"""Listener: one dedicated LISTEN connection per worker, outside the pool."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+import anyio
+import asyncpg
+
+from .._db.statements import Statements, quote_identifier
+from .._db.transient import Backoff, reconnect_delay
+from .wakeups import Wakeups
+
+logger = logging.getLogger("aiopgq.listener")
+
+
+class Listener:
+    """Wakes the fetcher when a NOTIFY names one of our queues.
+
+    On a lost connection (killed backend, server restart, network) it reconnects
+    with backoff, LISTENs again and wakes the fetcher once for a catch-up fetch,
+    since notifications sent while it was away are gone. A periodic ping finds
+    connections that died silently.
+
+    The same connection carries the worker's "awake" advisory locks (session
+    locks must live on a connection that is not shared): while they are held,
+    producers skip their NOTIFY (see sql/migrations/0003_notify_once.sql).
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncpg.Connection]],
+        sql: Statements,
+        queues: Collection[str],
+        wakeups: Wakeups,
+        *,
+        ping_interval: float = 10.0,
+    ) -> None:
+        self._connect = connect
+        self._channel = sql.channel
+        self._queues = frozenset(queues)
+        self._wakeups = wakeups
+        self._ping_interval = ping_interval
+        self._sql = sql
+        self.connected = anyio.Event()
+        self.reconnects = 0
+        self._conn: asyncpg.Connection | None = None
+        self._conn_lock = anyio.Lock()  # one query at a time on the connection
+        self._awake: list[str] = []  # queues whose awake lock this session holds
+
+    @property
+    def awake(self) -> bool:
+        return bool(self._awake)
+
+    async def hold_awake(self) -> None:
+        """Advertise that the worker is fetching, so producers may skip NOTIFY."""
+        if self._awake or self._conn is None:
+            return
+        held = await self._query(self._sql.hold_awake, list(self._queues))
+        self._awake = list(held or [])
+
+    async def release_awake(self) -> bool:
+        """Stop advertising; True if something was held (the caller must drain)."""
+        if not self._awake:
+            return False
+        queues, self._awake = self._awake, []
+        await self._query(self._sql.release_awake, queues)
+        return True
+
+    async def _query(self, sql: str, queues: list[str]) -> Any:
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return None
+        try:
+            async with self._conn_lock:
+                return await conn.fetchval(sql, self._sql.schema, queues)
+        except Exception as exc:  # the connection is going: its session locks go with it
+            logger.debug("awake-lock query failed (%s)", exc)
+            # When a query meets a connection the server is closing, asyncpg can abort
+            # the protocol without calling the termination listeners: end it ourselves
+            # so that we reconnect now, not at the next ping.
+            conn.terminate()
+            return None
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        if isinstance(payload, str) and payload in self._queues:
+            self._wakeups.notified(payload)
+
+    async def run(self) -> None:
+        backoff = Backoff(logger, "LISTEN connection", consequence="polling meanwhile")
+        while True:
+            try:
+                conn = await self._connect()
+            except Exception as exc:  # the worker polls meanwhile: retry whatever it is
+                await anyio.sleep(backoff.failed(exc, retry_any=True))
+                continue
+            backoff.succeeded()
+            try:
+                await self._serve(conn)
+            finally:
+                self._conn, self._awake = None, []
+                with anyio.CancelScope(shield=True):
+                    await _close_quietly(conn)
+            self.connected = anyio.Event()
+            self.reconnects += 1
+
+    async def _serve(self, conn: asyncpg.Connection) -> None:
+        lost = anyio.Event()
+        conn.add_termination_listener(lambda _conn: lost.set())
+        try:
+            await conn.add_listener(self._channel, self._on_notify)
+        except Exception as exc:
+            logger.warning("LISTEN %s failed (%s); reconnecting", self._channel, exc)
+            await anyio.sleep(reconnect_delay(1))
+            return
+        logger.debug("listening on channel %s", quote_identifier(self._channel))
+        self._conn = conn
+        self.connected.set()
+        self._wakeups.caught_up()  # catch up on anything enqueued while we were not listening
+        while not lost.is_set():
+            with anyio.move_on_after(self._ping_interval):
+                await lost.wait()
+            if lost.is_set() or conn.is_closed():
+                break
+            try:
+                with anyio.fail_after(self._ping_interval):
+                    async with self._conn_lock:
+                        await conn.execute("SELECT 1")
+            except Exception as exc:
+                logger.warning("LISTEN connection unhealthy (%s); reconnecting", exc)
+                break
+        self._conn, self._awake = None, []  # session locks die with the connection
+        logger.warning("LISTEN connection lost; reconnecting")
+
+
+async def _close_quietly(conn: asyncpg.Connection) -> None:
+    try:
+        with anyio.fail_after(2):
+            await conn.close()
+    except Exception:
+        conn.terminate()

@@ -1,0 +1,128 @@
+"""Maintenance: rescue jobs of dead workers, prune finished rows. One leader at a time."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import zlib
+from collections.abc import AsyncIterator
+
+import anyio
+import asyncpg
+
+from .._db.connection import Connection
+from .._db.statements import Statements
+from .._db.transient import Backoff
+
+logger = logging.getLogger("aiopgq.maintenance")
+
+_BATCH = 1000
+
+
+def _leader_key(schema: str) -> int:
+    return zlib.crc32(b"aiopgq-maintenance:" + schema.encode()) & 0x7FFFFFFF
+
+
+async def run_maintenance(
+    pool: asyncpg.Pool,
+    sql: Statements,
+    *,
+    interval: float,
+    visibility_timeout: float,
+    retention: float | None,
+) -> None:
+    """Every `interval` seconds, if no other worker is doing it right now: rescue, prune."""
+    backoff = Backoff(logger, "maintenance pass", consequence="will retry at the next pass")
+    while True:
+        try:
+            await maintain_once(
+                pool, sql, visibility_timeout=visibility_timeout, retention=retention
+            )
+        except Exception as exc:
+            backoff.failed(exc)  # the interval is the delay
+        else:
+            backoff.succeeded()
+        await anyio.sleep(interval)
+
+
+async def maintain_once(
+    pool: asyncpg.Pool, sql: Statements, *, visibility_timeout: float, retention: float | None
+) -> tuple[int, int]:
+    """One pass; returns (jobs rescued, rows pruned). Each batch is its own short transaction."""
+    rescued = pruned = 0
+    async with pool.acquire() as conn:
+        while True:
+            rows = await _rescue_batch(conn, sql, visibility_timeout)
+            if rows is None:
+                return rescued, pruned  # another worker leads
+            for row in rows:
+                logger.warning(
+                    "job %s lease expired (worker lost); now %s",
+                    row["id"],
+                    row["status"],
+                    extra={"job_id": row["id"], "queue": row["queue"]},
+                )
+            rescued += len(rows)
+            if len(rows) < _BATCH:
+                break
+        await _refresh_statistics(conn, sql)
+        while retention is not None:
+            deleted = await _prune_batch(conn, sql, retention)
+            if deleted is None:
+                break
+            pruned += deleted
+            if deleted < _BATCH:
+                break
+    if pruned:
+        logger.info("pruned %d finished jobs older than %s s", pruned, retention)
+    return rescued, pruned
+
+
+@contextlib.asynccontextmanager
+async def _leading(conn: Connection, sql: Statements) -> AsyncIterator[bool]:
+    """One maintenance batch's transaction; yields whether this worker leads (holds the
+    leader lock until it commits). Shielded from cancellation: a worker stopping
+    meanwhile waits for one bounded batch. Cancelled half-way, its rollback was
+    cancelled too and the transaction stayed open on the pooled connection (asyncpg
+    then reported "Resetting connection with an active transaction")."""
+    with anyio.CancelScope(shield=True):
+        async with conn.transaction():
+            yield await _lead(conn, sql)
+
+
+async def _rescue_batch(
+    conn: Connection, sql: Statements, visibility_timeout: float
+) -> list[asyncpg.Record] | None:
+    """Rescue up to _BATCH expired leases; None if another worker leads maintenance."""
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return None
+        rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
+        for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
+            await conn.execute("SELECT pg_notify($1, $2)", sql.channel, queue)
+    return rows
+
+
+async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> int | None:
+    """Delete up to _BATCH expired finished rows; None if another worker leads."""
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return None
+        status = await conn.execute(sql.prune, retention, _BATCH)
+    return int(status.split()[-1])
+
+
+async def _refresh_statistics(conn: Connection, sql: Statements) -> None:
+    """ANALYZE jobs when it outgrew its statistics (see sql/statistics_outgrown.sql)."""
+    async with _leading(conn, sql) as leader:
+        if not leader or not await conn.fetchval(sql.statistics_outgrown):
+            return
+        await conn.execute(sql.analyze_jobs)
+    logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
+
+
+async def _lead(conn: Connection, sql: Statements) -> bool:
+    # Transaction-scoped: released at commit, so a dead leader never blocks the others.
+    return bool(
+        await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _leader_key(sql.schema))
+    )

@@ -1,0 +1,319 @@
+"""Worker: builds the runtime's parts and wires them, here and nowhere else.
+
+listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
+                          |    <--flushed, retry times-- completer <--outcomes--+
+                          +--wake--> fetcher
+heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Protocol
+
+import anyio
+import asyncpg
+from anyio.abc import TaskGroup, TaskStatus
+
+from .._enqueue import check_queue_name
+from .._errors import ConfigurationError
+from .awake import AwakeRole
+from .claims import Claims
+from .completer import Completer
+from .contracts import QueueSpec
+from .dispatcher import Dispatcher
+from .fetcher import Fetcher
+from .heartbeat import run_heartbeat
+from .holding import HoldingFetcher
+from .listener import Listener
+from .maintenance import run_maintenance
+from .wakeups import Wakeups
+from .watchdog import LoopWatchdog
+
+logger = logging.getLogger("aiopgq.worker")
+
+
+def _seconds(
+    value: float | timedelta | None, name: str, *, allow_none: bool = False
+) -> float | None:
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigurationError(f"{name} must be a number of seconds, not None")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise ConfigurationError(f"{name} must be >= 0 seconds, got {seconds}")
+    return seconds
+
+
+class Worker:
+    """Runs the jobs of some queues.
+
+    >>> worker = queue.worker(queues=["default"], concurrency=50)
+    >>> await worker.run()          # or: async with worker: ...
+    """
+
+    def __init__(
+        self,
+        queue: QueueSpec,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 10,
+        poll_interval: float | timedelta = 2.0,
+        recheck_interval: float | timedelta = 0.003,
+        listen: bool = True,
+        heartbeat_interval: float | timedelta = 5.0,
+        visibility_timeout: float | timedelta = 30.0,
+        grace_period: float | timedelta = 30.0,
+        completion_batch_size: int = 1000,
+        completion_interval: float | timedelta = 0.01,
+        maintenance_interval: float | timedelta = 5.0,
+        retention: float | timedelta | None = timedelta(days=1),
+        hold_transaction: bool = False,
+        blocked_loop_warning: float | timedelta | None = 1.0,
+        connect_timeout: float | timedelta = 30.0,
+        name: str | None = None,
+    ) -> None:
+        self.queue = queue
+        names = list(queues) if queues else sorted({t.queue_name for t in queue.tasks.values()})
+        if not names:
+            raise ConfigurationError(
+                "the worker has no queues: pass queues=[...] or register tasks first"
+            )
+        self.queues = [check_queue_name(q) for q in dict.fromkeys(names)]
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self.concurrency = concurrency
+        self.poll_interval = _seconds(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = _seconds(recheck_interval, "recheck_interval") or 0.0
+        self.listen = listen
+        self.heartbeat_interval = _seconds(heartbeat_interval, "heartbeat_interval") or 0.1
+        self.visibility_timeout = _seconds(visibility_timeout, "visibility_timeout") or 0.0
+        if self.visibility_timeout < 2 * self.heartbeat_interval:
+            raise ConfigurationError(
+                f"visibility_timeout ({self.visibility_timeout} s) must be at least twice "
+                f"heartbeat_interval ({self.heartbeat_interval} s), or live jobs get rescued"
+            )
+        self.grace_period = _seconds(grace_period, "grace_period") or 0.0
+        if not isinstance(completion_batch_size, int) or completion_batch_size < 1:
+            raise ConfigurationError("completion_batch_size must be an int >= 1")
+        self.completion_batch_size = completion_batch_size
+        self.completion_interval = _seconds(completion_interval, "completion_interval") or 0.0
+        self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
+        self.retention = _seconds(retention, "retention", allow_none=True)
+        self.hold_transaction = hold_transaction
+        self.blocked_loop_warning = _seconds(
+            blocked_loop_warning, "blocked_loop_warning", allow_none=True
+        )
+        self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
+        self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._fetcher: _FetchLoop | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._listener: Listener | None = None
+        self._stop_requested = False
+        self._background: TaskGroup | None = None
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.id} queues={self.queues} concurrency={self.concurrency}>"
+
+    @property
+    def running_jobs(self) -> int:
+        return len(self._dispatcher.running) if self._dispatcher else 0
+
+    @property
+    def listener_name(self) -> str:
+        """application_name of this worker's LISTEN connection (in pg_stat_activity)."""
+        return f"aiopgq-listener {self.id}"[:63]
+
+    @property
+    def listener(self) -> Listener | None:
+        return self._listener
+
+    def stop(self) -> None:
+        """Stop fetching; running jobs get `grace_period` to finish, then go back to pending."""
+        self._stop_requested = True
+        if self._fetcher is not None:
+            self._fetcher.stop()
+
+    async def run(self, *, burst: bool = False) -> None:
+        """Run until cancelled or stop(); with burst=True, until no runnable job is left."""
+        await self._run(burst=burst)
+
+    async def _run(
+        self, *, burst: bool, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        queue = self.queue
+        opened_here = not queue.is_open
+        await queue.open(retry_for=self.connect_timeout)
+        try:
+            await queue.check_schema()
+            await self._serve(queue.pool, burst=burst, task_status=task_status)
+        finally:
+            if opened_here:
+                with anyio.CancelScope(shield=True):
+                    await queue.close()
+
+    async def _serve(
+        self, pool: asyncpg.Pool, *, burst: bool, task_status: TaskStatus[None]
+    ) -> None:
+        sql = self.queue.sql
+        wakeups = Wakeups(self.queues)
+        completer = Completer(
+            pool,
+            sql,
+            self.id,
+            wakeups=wakeups,
+            batch_size=self.completion_batch_size,
+            interval=self.completion_interval,
+        )
+        dispatcher = Dispatcher(self.queue.tasks, completer, wakeups)
+
+        def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
+            return list(dispatcher.running) + completer.in_flight_ids()
+
+        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids)
+        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        awake = AwakeRole(
+            listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
+        )
+        fetcher: _FetchLoop
+        if self.hold_transaction:
+            fetcher = HoldingFetcher(
+                claims,
+                dispatcher,
+                sql,
+                self.id,
+                wakeups,
+                awake,
+                concurrency=self.concurrency,
+                poll_interval=self.poll_interval,
+            )
+        else:
+            fetcher = Fetcher(
+                claims,
+                dispatcher,
+                completer,
+                wakeups,
+                awake,
+                concurrency=self.concurrency,
+                poll_interval=self.poll_interval,
+                recheck_interval=self.recheck_interval,
+            )
+        self._fetcher, self._dispatcher, self._listener = fetcher, dispatcher, listener
+        if self._stop_requested:
+            fetcher.stop()
+        logger.info(
+            "worker %s started on queues %s",
+            self.id,
+            ",".join(self.queues),
+            extra={"worker": self.id, "queues": self.queues},
+        )
+
+        async with anyio.create_task_group() as services:
+            services.start_soon(completer.run)
+            services.start_soon(
+                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
+            )
+            services.start_soon(self._maintain, pool)
+            if self.blocked_loop_warning:
+                watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
+                services.start_soon(watchdog.run)
+            if listener is not None:
+                services.start_soon(listener.run)
+                # Report ready once listening, so a job enqueued right after
+                # `async with worker:` is woken by NOTIFY, not found by a poll.
+                with anyio.move_on_after(5):
+                    await listener.connected.wait()
+            task_status.started()
+            try:
+                await self._fetch_until_stopped(fetcher, claims, dispatcher, burst=burst)
+            finally:
+                # Also on cancellation: commit what finished, so it does not run again.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                    await completer.wait_idle()
+                services.cancel_scope.cancel()
+        logger.info("worker %s stopped", self.id, extra={"worker": self.id})
+
+    async def _fetch_until_stopped(
+        self, fetcher: _FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
+    ) -> None:
+        try:
+            try:
+                async with anyio.create_task_group() as drains:
+                    await fetcher.run(drains, burst=burst)
+                    drains.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await fetcher.hand_over()
+            finally:
+                await claims.drop_connection()
+            await self._drain(dispatcher)
+        finally:
+            # Grace period over, or cancelled from outside: give running jobs back.
+            if dispatcher.running:
+                logger.warning(
+                    "stopping: releasing %d running jobs to pending", len(dispatcher.running)
+                )
+            with anyio.CancelScope(shield=True):
+                await dispatcher.cancel_all()
+
+    async def _drain(self, dispatcher: Dispatcher) -> None:
+        with anyio.move_on_after(self.grace_period):
+            await dispatcher.wait_idle()
+
+    async def _maintain(self, pool: asyncpg.Pool) -> None:
+        await run_maintenance(
+            pool,
+            self.queue.sql,
+            interval=self.maintenance_interval,
+            visibility_timeout=self.visibility_timeout,
+            retention=self.retention,
+        )
+
+    def _make_listener(self, wakeups: Wakeups) -> Listener:
+        dsn, kwargs = self.queue.connect_args()
+        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
+
+        async def connect() -> asyncpg.Connection:
+            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
+
+        return Listener(connect, self.queue.sql, self.queues, wakeups)
+
+    # -- running in the background of an asyncio service ---------------------------
+
+    async def __aenter__(self) -> Worker:
+        self._background = anyio.create_task_group()
+        await self._background.__aenter__()
+        try:
+            await self._background.start(
+                lambda task_status: self._run(burst=False, task_status=task_status)
+            )
+        except BaseException:
+            await self._background.__aexit__(None, None, None)
+            self._background = None
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self.stop()
+        assert self._background is not None
+        background, self._background = self._background, None
+        return await background.__aexit__(exc_type, exc, tb)
+
+
+class _FetchLoop(Protocol):
+    """The lease-mode Fetcher or the HoldingFetcher."""
+
+    def stop(self) -> None: ...
+    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
+    async def hand_over(self) -> None: ...

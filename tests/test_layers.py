@@ -1,0 +1,157 @@
+"""The package's shape: imports point one way, rooms keep to themselves, modules stay small.
+
+Every import counts, also those under TYPE_CHECKING and inside functions: a circle
+hidden from the interpreter still ties the modules together for a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "aiopgq"
+
+# Rooms and what each may import of aiopgq besides itself.
+FOUNDATION = {"aiopgq._errors", "aiopgq._identifiers"}
+ALLOWED_OUTSIDE = {
+    "aiopgq._db": FOUNDATION,
+    "aiopgq._embedded": FOUNDATION,
+}
+# The worker runtime sees the client through Protocols (aiopgq._worker.contracts).
+WORKER_NEVER_IMPORTS = {"aiopgq", "aiopgq._queue", "aiopgq._task", "aiopgq._cli", "aiopgq._demo"}
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def imports_of(name: str) -> Iterator[str]:
+    """The aiopgq modules `name` imports explicitly (parents' __init__ run implicitly
+    are not counted: the package root re-exports everything by design)."""
+    package = name if is_package(name) else name.rpartition(".")[0]
+    yield from imports_in(MODULES[name].read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> Iterator[str]:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "aiopgq" or alias.name.startswith("aiopgq."):
+                    yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not (target == "aiopgq" or target.startswith("aiopgq.")):
+                continue
+            submodules = [
+                f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES
+            ]
+            if submodules:
+                yield from submodules
+            if len(submodules) < len(node.names):
+                yield target
+
+
+GRAPH = {name: sorted(set(imports_of(name)) - {name}) for name in MODULES}
+
+
+def room_of(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(parts[:2])
+
+
+def test_every_import_resolves_to_a_module() -> None:
+    unknown = {(m, t) for m, targets in GRAPH.items() for t in targets if t not in MODULES}
+    assert not unknown
+
+
+def test_no_import_circle() -> None:
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in GRAPH[node]:
+            if state.get(nxt) == 1:
+                circle = [*stack[stack.index(nxt) :], nxt]
+                pytest.fail("import circle: " + " -> ".join(circle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in GRAPH:
+        if name not in state:
+            visit(name)
+
+
+@pytest.mark.parametrize("room", sorted(ALLOWED_OUTSIDE))
+def test_lower_rooms_import_nothing_above_them(room: str) -> None:
+    wrong = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        if room_of(m) == room
+        for t in targets
+        if room_of(t) != room and t not in ALLOWED_OUTSIDE[room]
+    }
+    assert not wrong, f"{room} must import only itself and {sorted(ALLOWED_OUTSIDE[room])}"
+
+
+def test_worker_runtime_never_imports_the_client() -> None:
+    wrong = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        if room_of(m) == "aiopgq._worker"
+        for t in targets
+        if t in WORKER_NEVER_IMPORTS
+    }
+    assert not wrong, "the worker sees Queue and Task through aiopgq._worker.contracts"
+
+
+def test_the_walk_counts_type_checking_and_function_local_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .._queue import Queue\n"
+        "def f():\n    from .. import _task\n    import aiopgq._db.statements\n"
+    )
+    found = set(imports_in(source, "aiopgq._worker"))
+    assert found == {"aiopgq._queue", "aiopgq._task", "aiopgq._db.statements"}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_module_is_small_and_says_its_role(name: str) -> None:
+    path = MODULES[name]
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_LINES, f"{name} is over {MAX_LINES} lines: split it"
+    docstring = ast.get_docstring(ast.parse(text))
+    assert docstring and docstring.splitlines()[0].strip(), f"{name} needs a one-line docstring"
+
+
+def test_public_objects_report_the_public_module() -> None:
+    import aiopgq
+    import aiopgq.embedded
+
+    for name in aiopgq.__all__:
+        obj = getattr(aiopgq, name)
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__qualname__")):
+            assert obj.__module__ == "aiopgq", name
+    assert repr(aiopgq.Queue).endswith("'aiopgq.Queue'>")
+    assert aiopgq.embedded.EmbeddedServer.__module__ == "aiopgq.embedded"
