@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,9 +16,10 @@ import asyncpg
 from benchmarks import processes
 from benchmarks.config import Options
 from benchmarks.database import ServerInfo, checkpoint
-from benchmarks.processes import REPO_ROOT, Child, ChildGroup
+from benchmarks.processes import Child, ChildGroup
 from benchmarks.report import Results, render, write_json, write_plot
 from benchmarks.systems import System, WorkerConfig
+from benchmarks.trees import REPO_ROOT, git_commit, git_describe, imports_seen
 
 
 @dataclass
@@ -54,7 +55,8 @@ async def committed_transactions(dsn: str) -> int:
     return int(value)
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(baseline: Path | None = None) -> dict[str, str]:
+    """Installed versions; the current tree's commit, and the `--baseline` tree's if any."""
     versions = {}
     for package in ("aiopgq", "pgqueuer", "procrastinate", "asyncpg", "psycopg"):
         try:
@@ -62,29 +64,9 @@ def package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = "not installed"
     versions["aiopgq_git"] = git_describe()
+    if baseline is not None:
+        versions["aiopgq_base_git"] = git_describe(baseline)
     return versions
-
-
-def git_describe() -> str:
-    """Commit of the aiopgq tree being measured (`+dirty` with uncommitted changes)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "aiopgq", "sql"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def host_load() -> dict[str, Any]:
@@ -165,6 +147,7 @@ class Bench:
             "loop": self.opts.loop,
             "worker": config.to_json(),
             "deadline": deadline,
+            **self.systems[name].child_spec(),
             **extra,
         }
 
@@ -176,6 +159,7 @@ class Bench:
             "loop": self.opts.loop,
             "op": op,
             "deadline": deadline,
+            **self.systems[name].child_spec(),
             **extra,
         }
 
@@ -247,7 +231,9 @@ class Bench:
     def context_json(self) -> dict[str, Any]:
         o = self.opts
         return {
-            "versions": package_versions(),
+            "versions": package_versions(o.baseline),
+            "commits": self.commits(),
+            "aiopgq_imported_from": imports_seen(),
             "server": self.info.to_json(),
             "postgres_version": self.info.settings["server_version"],
             "fsync": self.info.settings["fsync"],
@@ -261,6 +247,13 @@ class Bench:
                 if k != "dsn"
             },
         }
+
+    def commits(self) -> dict[str, str]:
+        """Full commit of the tree each aiopgq system imports (`git rev-parse HEAD`)."""
+        commits = {"aiopgq": git_commit(REPO_ROOT)}
+        if self.opts.baseline is not None:
+            commits["aiopgq-base"] = git_commit(self.opts.baseline)
+        return commits
 
     def finish(self, results: Results) -> None:
         print(render(results), flush=True)

@@ -1,9 +1,13 @@
 """Entry point of a benchmark child process: `python -m benchmarks.child SPEC_JSON`.
 
-Roles: `worker` (runs one system's worker, reports handler records and CPU) and
-`producer` (enqueues through one system's client, see `benchmarks.producers`).
+Roles: `worker` (runs one system's worker, reports handler records and CPU),
+`producer` (enqueues through one system's client, see `benchmarks.producers`) and
+`admin` (a parent-side step that must run with this child's aiopgq: aiopgq-base's
+migrate, fixture load and notify switch).
 Protocol: prints `@@ {json}` lines (`ready`, `progress`, `result`, `error`); reads
-`go` and `stop` lines on stdin; stdin EOF or the spec's deadline mean stop.
+`go` and `stop` lines on stdin; stdin EOF or the spec's deadline mean stop. `ready` also
+names the aiopgq package the child imported. With AIOPGQ_BENCH_TREE set, aiopgq is
+imported from that checkout (`benchmarks.trees`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ import traceback
 from typing import Any
 
 from benchmarks.processes import MESSAGE_PREFIX
+from benchmarks.trees import import_aiopgq, imported_aiopgq
 
 _PR_SET_PDEATHSIG = 1
 
 
 def emit(msg: dict[str, Any]) -> None:
+    if msg.get("event") == "ready":
+        msg = {**msg, "aiopgq": imported_aiopgq()}
     sys.stdout.write(MESSAGE_PREFIX + json.dumps(msg, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
@@ -185,6 +192,10 @@ async def main_async(spec: dict[str, Any]) -> None:
             from benchmarks.producers import run_producer
 
             result = await run_producer(spec, control, emit)
+        elif spec["role"] == "admin":
+            from benchmarks.systems.aiopgq_system import run_admin
+
+            result = await run_admin(spec)
         else:
             raise ValueError(f"unknown role {spec['role']!r}")
     except Exception as exc:
@@ -196,6 +207,7 @@ async def main_async(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     die_with_parent()
+    import_aiopgq()  # before anything imports aiopgq
     spec = json.loads(sys.argv[1])
     with contextlib.suppress(KeyboardInterrupt):
         if spec.get("loop") == "uvloop":

@@ -7,8 +7,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.trees import check_tree
+
 ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu")
 ALL_SYSTEMS = ("aiopgq", "bare", "pgqueuer", "procrastinate")
+BASELINE_SYSTEM = "aiopgq-base"  # aiopgq from the `--baseline` checkout
+AIOPGQ_SYSTEMS = ("aiopgq", BASELINE_SYSTEM)
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -31,6 +35,7 @@ class Options:
     database: str = "aiopgq_bench"
     results_dir: Path = RESULTS_DIR
     plots: bool = True
+    baseline: Path | None = None  # another checkout of the repo, measured as aiopgq-base
     loop: str = "asyncio"  # every child's event loop: asyncio or uvloop
     # drain / cpu
     jobs: int = 30_000
@@ -110,7 +115,20 @@ def build_parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--dsn", help="server DSN (default: AIOPGQ_DSN, DATABASE_URL, then local test server)")
     a("--only", type=_csv, dest="workloads", help=f"workloads: {','.join(ALL_WORKLOADS)}")
-    a("--systems", type=_csv, help=f"systems: {','.join(ALL_SYSTEMS)}")
+    a(
+        "--systems",
+        type=_csv,
+        help=f"systems: {','.join(ALL_SYSTEMS)} (default: all), and {BASELINE_SYSTEM} "
+        "with --baseline (then in the default list too)",
+    )
+    a(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help=f"another checkout of the aiopgq repo (e.g. a git worktree of an older commit): "
+        f"system {BASELINE_SYSTEM} runs the same aiopgq benchmark code with aiopgq from DIR, "
+        "in its own schema, so tables show before and after in one run",
+    )
     a("--rounds", type=int, help="interleaved rounds per workload (default 3)")
     a("--quick", action="store_true", help="small sizes, whole run under ~3 minutes")
     a("--keep-db", action="store_true", help="keep the benchmark database at the end")
@@ -148,6 +166,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def apply_baseline(opts: Options, systems_given: bool) -> None:
+    """Check `--systems` against `--baseline`; without `--systems`, add aiopgq-base after
+    aiopgq. The baseline tree is made absolute and must hold an `aiopgq/` package."""
+    known = (*ALL_SYSTEMS, BASELINE_SYSTEM)
+    unknown = set(opts.systems) - set(known)
+    if unknown:
+        raise SystemExit(f"unknown system(s) {sorted(unknown)}; choose from {known}")
+    if opts.baseline is None:
+        if BASELINE_SYSTEM in opts.systems:
+            raise SystemExit(f"{BASELINE_SYSTEM} needs --baseline DIR (a checkout to compare with)")
+        return
+    opts.baseline = check_tree(opts.baseline)
+    if not systems_given and BASELINE_SYSTEM not in opts.systems:
+        at = opts.systems.index("aiopgq") + 1 if "aiopgq" in opts.systems else 0
+        opts.systems.insert(at, BASELINE_SYSTEM)
+    if BASELINE_SYSTEM not in opts.systems:
+        raise SystemExit(f"--baseline is given but --systems leaves out {BASELINE_SYSTEM}")
+
+
 def parse_options(argv: list[str] | None = None) -> Options:
     args = build_parser().parse_args(argv)
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -161,9 +198,7 @@ def parse_options(argv: list[str] | None = None) -> Options:
     unknown = set(opts.workloads) - set(ALL_WORKLOADS)
     if unknown:
         raise SystemExit(f"unknown workload(s) {sorted(unknown)}; choose from {ALL_WORKLOADS}")
-    unknown = set(opts.systems) - set(ALL_SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown system(s) {sorted(unknown)}; choose from {ALL_SYSTEMS}")
+    apply_baseline(opts, systems_given="systems" in given)
     if opts.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
     return opts

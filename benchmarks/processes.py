@@ -22,7 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.trees import REPO_ROOT, TREE_ENV, note_import
+
 MESSAGE_PREFIX = "@@ "
 _LIVE_PIDS: set[int] = set()
 _log_dir: Path | None = None
@@ -129,11 +130,9 @@ class ChildGroup:
         self.children: list[Child] = []
 
     async def start(self, name: str, spec: dict[str, Any]) -> Child:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-        )
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        """Start `python -m benchmarks.child SPEC`; with `aiopgq_tree` in the spec, the child
+        imports aiopgq from that checkout (see `benchmarks.trees`)."""
+        env = child_env(spec.get("aiopgq_tree"))
         log_path = log_dir() / f"{name}-{len(self.children)}-{os.getpid()}.log"
         with log_path.open("ab") as log:
             proc = await asyncio.create_subprocess_exec(
@@ -158,7 +157,9 @@ class ChildGroup:
     ) -> list[Child]:
         """Start `count` children from one spec and wait until each says `ready`."""
         started = [await self.start(f"{name}{i}", dict(spec, index=i)) for i in range(count)]
-        await asyncio.gather(*(c.expect("ready", timeout) for c in started))
+        ready = await asyncio.gather(*(c.expect("ready", timeout) for c in started))
+        for msg in ready:
+            note_import(str(spec.get("system")), msg.get("aiopgq"))
         return started
 
     async def stop_all(self) -> None:
@@ -175,6 +176,18 @@ class ChildGroup:
         tb: TracebackType | None,
     ) -> None:
         await asyncio.shield(self.stop_all())
+
+
+def child_env(aiopgq_tree: str | None) -> dict[str, str]:
+    """Environment of a child: the harness from REPO_ROOT; aiopgq from `aiopgq_tree` if given
+    (else from REPO_ROOT too, which `-m` puts first on sys.path as the working directory)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.pop(TREE_ENV, None)
+    if aiopgq_tree:
+        env[TREE_ENV] = aiopgq_tree
+    return env
 
 
 async def run_command(args: list[str], timeout: float) -> str:

@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.config import BASELINE_SYSTEM
 from benchmarks.stats import median, ratio
+
+REFERENCE = "bare"
+AFTER, BEFORE = "aiopgq", BASELINE_SYSTEM  # current tree vs the `--baseline` tree
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Results:
     configs: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)  # metrics on the before/after line
 
     def metric(self, key: str, unit: str, higher_is_better: bool = True) -> str:
         self.metrics.setdefault(key, Metric(key, unit, higher_is_better))
@@ -88,6 +93,19 @@ class Results:
             if row:
                 out[system] = dict(row)
         return out
+
+    def ran(self, system: str) -> bool:
+        return any(r["system"] == system for r in self.raw)
+
+    def before_after(self) -> dict[str, float]:
+        """aiopgq / aiopgq-base per metric (medians), when both ran; else empty."""
+        if not (self.ran(AFTER) and self.ran(BEFORE)):
+            return {}
+        return {
+            key: ratio(self.median(AFTER, key), self.median(BEFORE, key))
+            for key in self.metrics
+            if self.values(AFTER, key) and self.values(BEFORE, key)
+        }
 
     def check(self, name: str, value: float, op: str, threshold: float) -> None:
         self.checks.append(Check(name, value, op, threshold))
@@ -125,19 +143,25 @@ def _cell(results: Results, system: str, metric: str) -> str:
     return _fmt(m)
 
 
+def ratio_pairs(systems: list[str]) -> list[tuple[str, str]]:
+    """Ratio columns: each system to the bare loop, then aiopgq to aiopgq-base."""
+    pairs = [(s, REFERENCE) for s in systems if s != REFERENCE] if REFERENCE in systems else []
+    if AFTER in systems and BEFORE in systems:
+        pairs.append((AFTER, BEFORE))
+    return pairs
+
+
 def render_table(results: Results) -> str:
-    systems = [s for s in results.systems if any(r["system"] == s for r in results.raw)]
-    ref = "bare" if "bare" in systems else None
-    ratio_cols = [s for s in systems if ref and s != ref]
-    header = ["metric", *systems, *(f"{s}/{ref}" for s in ratio_cols)]
+    systems = [s for s in results.systems if results.ran(s)]
+    pairs = ratio_pairs(systems)
+    header = ["metric", *systems, *(f"{num}/{den}" for num, den in pairs)]
     rows = []
     for key, metric in results.metrics.items():
         if not any(r["metric"] == key for r in results.raw):
             continue
         row = [f"{key} [{metric.unit}]", *(_cell(results, s, key) for s in systems)]
-        for s in ratio_cols:
-            assert ref is not None
-            row.append(_fmt(ratio(results.median(s, key), results.median(ref, key))))
+        for num, den in pairs:
+            row.append(_fmt(ratio(results.median(num, key), results.median(den, key))))
         rows.append(row)
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [
@@ -157,8 +181,24 @@ def render_table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def render_before_after(results: Results) -> str | None:
+    """One line: after/before ratios of the workload's headline metrics."""
+    ratios = results.before_after()
+    shown = [key for key in results.headline if key in ratios]
+    if not shown:
+        return None
+    cells = []
+    for key in shown:
+        better = "higher" if results.metrics[key].higher_is_better else "lower"
+        cells.append(f"{key} {_fmt(ratios[key])}x ({better} is better)")
+    return f"  before/after: {AFTER} / {BEFORE}: " + ", ".join(cells)
+
+
 def render(results: Results) -> str:
     parts = [f"== {results.workload} ==", render_table(results)]
+    before_after = render_before_after(results)
+    if before_after is not None:
+        parts.append(before_after)
     if results.configs:
         parts.append("configs: " + "; ".join(f"{k}: {v}" for k, v in results.configs.items()))
     for c in results.checks:
@@ -166,6 +206,14 @@ def render(results: Results) -> str:
         parts.append(f"  [{c.verdict}] {c.name}: {shown} (target {c.op} {c.threshold:g})")
     parts.extend(f"  note: {n}" for n in results.notes)
     return "\n".join(parts)
+
+
+def before_after_json(results: Results) -> dict[str, Any]:
+    """`{"aiopgq/aiopgq-base": {metric: ratio of medians}}` when both ran, else nothing."""
+    ratios = results.before_after()
+    if not ratios:
+        return {}
+    return {f"{AFTER}/{BEFORE}": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
 
 
 def write_json(results: Results, path: Path, context: dict[str, Any]) -> None:
@@ -180,6 +228,7 @@ def write_json(results: Results, path: Path, context: dict[str, Any]) -> None:
             for k, m in results.metrics.items()
         },
         "medians": results.medians(),
+        **before_after_json(results),
         "checks": [c.to_json() for c in results.checks],
         "notes": results.notes,
         "raw": results.raw,
@@ -201,6 +250,7 @@ def write_plot(results: Results, path: Path, subtitle: str) -> None:
     systems = [s for s in results.systems if any(r["system"] == s for r in results.raw)]
     colors = {
         "aiopgq": "#1f77b4",
+        BEFORE: "#aec7e8",
         "bare": "#7f7f7f",
         "pgqueuer": "#2ca02c",
         "procrastinate": "#d62728",

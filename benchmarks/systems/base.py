@@ -167,6 +167,10 @@ class System(ABC):
     def describe(self, config: WorkerConfig) -> str:
         return f"concurrency={config.concurrency}"
 
+    def child_spec(self) -> dict[str, Any]:
+        """What each child spec of this system adds (aiopgq-base: the tree to import)."""
+        return {}
+
     async def analyze(self) -> None:
         """ANALYZE the system's tables after a fixture load."""
         await self.execute(f"ANALYZE {self.jobs_table()}")

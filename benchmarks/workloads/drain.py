@@ -18,6 +18,7 @@ async def run(bench: Bench) -> Results:
     metric = res.metric(METRIC, "jobs/s")
     res.metric("worker CPU", "us/job", higher_is_better=False)
     res.metric("commits per 1000 jobs", "xact", higher_is_better=False)
+    res.headline = [METRIC, "worker CPU"]
     for name in bench.systems:
         config = bench.drain_config(name)
         desc = bench.systems[name].describe(config)

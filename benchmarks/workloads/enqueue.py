@@ -22,6 +22,7 @@ import time
 
 from benchmarks import processes
 from benchmarks.bench import Bench
+from benchmarks.config import AIOPGQ_SYSTEMS
 from benchmarks.processes import ChildGroup
 from benchmarks.report import Results
 from benchmarks.stats import median
@@ -156,7 +157,7 @@ async def trigger_cells(bench: Bench, res: Results, round_no: int) -> None:
                 for producers in (1, 16):
                     rates = {}
                     modes = ["on", "off"] if round_no % 2 == 0 else ["off", "on"]
-                    if name == "aiopgq":
+                    if name in AIOPGQ_SYSTEMS:
                         modes.append("notify switched off")
                     for mode in modes:
                         await set_trigger_mode(system, mode)

@@ -33,6 +33,7 @@ async def run(bench: Bench) -> Results:
     for rate in opts.latency_rates:
         for pct in PERCENTILES:
             res.metric(metric_name(rate, pct), "ms", higher_is_better=False)
+    res.headline = [metric_name(rate, pct) for rate in opts.latency_rates for pct in ("p50", "p99")]
     for name in bench.systems:
         desc = bench.systems[name].describe(latency_config(bench, name))
         res.configs[name] = f"1 worker process, {desc}"
