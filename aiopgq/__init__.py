@@ -11,6 +11,7 @@ from ._errors import (
     EmbeddedServerError,
     Error,
     JobNotFound,
+    QueueNotOpen,
     SchemaError,
     TaskNotFound,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "JobNotFound",
     "JobStatus",
     "Queue",
+    "QueueNotOpen",
     "Retry",
     "SchemaError",
     "Task",

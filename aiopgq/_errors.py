@@ -11,6 +11,10 @@ class ConfigurationError(Error):
     """A setting is invalid (bad DSN, bad schema or queue name, bad option value)."""
 
 
+class QueueNotOpen(ConfigurationError, RuntimeError):
+    """The queue was used before `async with queue:` or `await queue.open()`."""
+
+
 class SchemaError(Error):
     """The database schema is missing, older or newer than this version of aiopgq."""
 

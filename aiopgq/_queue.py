@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
@@ -18,15 +17,15 @@ from ._db.pool import create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
-    check_queue_name,
     copy_batch,
     insert_batch,
     insert_job,
     make_batch,
     resolve_options,
 )
-from ._errors import ConfigurationError, JobNotFound
-from ._job import Job, build_job, job_from_record
+from ._errors import ConfigurationError
+from ._inspection import Inspection
+from ._job import Job, build_job
 from ._payload import encode_payload
 from ._retry import Retry
 from ._task import Task
@@ -36,7 +35,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue:
+class Queue(Inspection):
     """A job queue in one PostgreSQL schema.
 
     >>> queue = Queue("postgresql://localhost/app")
@@ -119,37 +118,6 @@ class Queue:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-    @property
-    def is_open(self) -> bool:
-        """True once open() made (or was given) a pool, until close()."""
-        return self._pool is not None
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError(
-                "the queue is not open: use `async with queue:` or `await queue.open()`"
-            )
-        return self._pool
-
-    def connect_args(self) -> tuple[str | None, dict[str, Any]]:
-        """How to open a connection outside the pool (the worker's LISTEN connection)."""
-        if self.dsn is not None:
-            return self.dsn, dict(self._connect_kwargs)
-        # An external pool keeps its connect arguments; asyncpg has no public accessor.
-        pool = self.pool
-        args = getattr(pool, "_connect_args", ())
-        kwargs = dict(getattr(pool, "_connect_kwargs", {}))
-        return (args[0] if args else None), kwargs
-
-    @asynccontextmanager
-    async def _connection(self, connection: Connection | None) -> AsyncIterator[Connection]:
-        if connection is not None:
-            yield connection
-        else:
-            async with self.pool.acquire() as conn:
-                yield conn
 
     async def migrate(self) -> list[int]:
         """Create or upgrade the schema; returns the versions applied."""
@@ -334,42 +302,6 @@ class Queue:
             max_attempts=max_attempts,
         )
         return make_batch(known, task, payloads, self.max_payload_bytes, opts)
-
-    # -- inspection and control --------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job:
-        """The job's current row; raises JobNotFound."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                row = await conn.fetchrow(self.sql.get_job, job_id)
-        if row is None:
-            raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
-        return job_from_record(row)
-
-    async def cancel(self, job_id: int) -> bool:
-        """Cancel a job that has not started; False if it is running or finished."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                return await conn.fetchval(self.sql.cancel, job_id) is not None
-
-    async def set_notify(self, queue: str, enabled: bool) -> None:
-        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                await conn.execute(self.sql.set_queue_notify, check_queue_name(queue), enabled)
-
-    async def status(self) -> list[dict[str, Any]]:
-        """Job counts per queue and status, with the age of the oldest runnable job."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.status)
-        return [dict(row) for row in rows]
-
-    async def blocked_sessions(self) -> list[dict[str, Any]]:
-        """Sessions of this database waiting on a lock, with the pids blocking them."""
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(self.sql.locks)
-        return [dict(row) for row in rows]
 
     # -- workers ---------------------------------------------------------------
 

@@ -1,0 +1,47 @@
+"""Inspection: reading jobs and queue state, and the switches that need no worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._core import QueueCore
+from ._db.migrations import missing_schema_as_error
+from ._enqueue import check_queue_name
+from ._errors import JobNotFound
+from ._job import Job, job_from_record
+
+
+class Inspection(QueueCore):
+    async def get_job(self, job_id: int) -> Job:
+        """The job's current row; raises JobNotFound."""
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                row = await conn.fetchrow(self.sql.get_job, job_id)
+        if row is None:
+            raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
+        return job_from_record(row)
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a job that has not started; False if it is running or finished."""
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                return await conn.fetchval(self.sql.cancel, job_id) is not None
+
+    async def set_notify(self, queue: str, enabled: bool) -> None:
+        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                await conn.execute(self.sql.set_queue_notify, check_queue_name(queue), enabled)
+
+    async def status(self) -> list[dict[str, Any]]:
+        """Job counts per queue and status, with the age of the oldest runnable job."""
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.status)
+        return [dict(row) for row in rows]
+
+    async def blocked_sessions(self) -> list[dict[str, Any]]:
+        """Sessions of this database waiting on a lock, with the pids blocking them."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(self.sql.locks)
+        return [dict(row) for row in rows]
