@@ -16,9 +16,11 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobStatus, current_job
+from ._observer import Observer
 from ._queue import Queue
 from ._retry import Retry
 from ._task import Task
+from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "Job",
     "JobNotFound",
     "JobStatus",
+    "Observer",
     "Queue",
     "QueueNotOpen",
     "Retry",
@@ -39,7 +42,6 @@ __all__ = [
     "current_job",
 ]
 
-__version__ = "0.1.0"
 
 # Reprs and docs say aiopgq.Queue, not the private module that defines it.
 for _name in __all__:

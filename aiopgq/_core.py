@@ -15,6 +15,7 @@ import asyncpg
 from ._db.connection import Connection
 from ._db.statements import Statements
 from ._errors import QueueNotOpen
+from ._observer import Observer
 from ._task import Task
 
 
@@ -25,6 +26,8 @@ class QueueCore:
     dsn: str | None
     _pool: asyncpg.Pool | None
     _connect_kwargs: dict[str, Any]
+    _observers: list[Observer]
+    _observer: Observer | None  # all of _observers as one, None when there are none
 
     @property
     def is_open(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ._core import QueueCore
@@ -9,6 +10,8 @@ from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._errors import JobNotFound
 from ._job import Job, job_from_record
+
+logger = logging.getLogger("aiopgq.queue")
 
 
 class Inspection(QueueCore):
@@ -25,7 +28,13 @@ class Inspection(QueueCore):
         """Cancel a job that has not started; False if it is running or finished."""
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                return await conn.fetchval(self.sql.cancel, job_id) is not None
+                row = await conn.fetchrow(self.sql.cancel, job_id)
+        if row is not None and self._observer is not None:
+            try:
+                self._observer.cancelled(job_id, row["task"], row["queue"])
+            except Exception:
+                logger.exception("an observer failed on the cancel of job %s", job_id)
+        return row is not None
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""

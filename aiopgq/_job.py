@@ -110,7 +110,9 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
 _CLAIMED = job_fields(status=JobStatus.RUNNING)  # the fields all claimed Jobs share
 
 
-def job_from_claimed_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[Job, str]:
+def job_from_claimed_row(
+    row: asyncpg.Record | tuple[Any, ...], instants: dict[float, datetime]
+) -> tuple[Job, str]:
     """A claimed row as a Job (payload still JSON text: decoding may fail per job).
 
     The row's timestamps are epoch seconds (see sql/dequeue.sql); `instants` holds the

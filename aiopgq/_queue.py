@@ -26,6 +26,7 @@ from ._enqueue import (
 from ._errors import ConfigurationError
 from ._inspection import Inspection
 from ._job import Job, build_job
+from ._observer import Observer, combine, observe_enqueue
 from ._payload import encode_payload
 from ._retry import Retry
 from ._task import Task
@@ -52,6 +53,7 @@ class Queue(Inspection):
         max_pool_size: int = 10,
         max_payload_bytes: int = 1_000_000,
         connect_kwargs: Mapping[str, Any] | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.schema = validate_identifier(schema)
         self.dsn = check_dsn(dsn) if dsn else None
@@ -70,6 +72,8 @@ class Queue(Inspection):
         self._owns_pool = pool is None
         self._pool_sizes = (min_pool_size, max_pool_size)
         self._connect_kwargs = dict(connect_kwargs or {})
+        self._observers = list(observers)
+        self._observer = combine(self._observers)
 
     def __repr__(self) -> str:
         where = redact(self.dsn) if self.dsn else "external pool"
@@ -135,6 +139,28 @@ class Queue(Inspection):
         """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`")."""
         async with self.pool.acquire() as conn:
             await migrations.check_version(conn, self.schema)
+
+    # -- observers -------------------------------------------------------------
+
+    @property
+    def observer(self) -> Observer | None:
+        """The observers as one (None without any): what enqueue and workers call."""
+        return self._observer
+
+    @property
+    def observers(self) -> list[Observer]:
+        return list(self._observers)
+
+    def add_observer(self, observer: Observer) -> None:
+        """Observe this queue's enqueues and its workers' jobs from now on (workers
+        started before keep the observers they started with).
+
+        >>> queue.add_observer(aiopgq.metrics.Metrics())
+        """
+        if not isinstance(observer, Observer):
+            raise TypeError(f"observers are aiopgq.Observer instances, not {observer!r}")
+        self._observers.append(observer)
+        self._observer = combine(self._observers)
 
     # -- tasks -----------------------------------------------------------------
 
@@ -223,8 +249,16 @@ class Queue(Inspection):
             max_attempts=max_attempts,
         )
         with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
+            else:
+                with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
+                    async with self._connection(connection) as conn:
+                        row = await insert_job(
+                            conn, self.sql, task, text, opts, idempotency_key, seen.trace
+                        )
+                    seen.job_ids = [row[0]]
         return build_job(
             id=row[0],
             task=task,
@@ -256,8 +290,15 @@ class Queue(Inspection):
         if not batch.payloads:
             return []
         with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                return await insert_batch(conn, self.sql, batch)
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    return await insert_batch(conn, self.sql, batch)
+            count = len(batch.payloads)
+            with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
+                async with self._connection(connection) as conn:
+                    jobs = await insert_batch(conn, self.sql, batch, seen.trace)
+                seen.job_ids = [job.id for job in jobs]
+            return jobs
 
     async def copy_many(
         self,
@@ -279,8 +320,13 @@ class Queue(Inspection):
         if not batch.payloads:
             return 0
         with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                return await copy_batch(conn, self.schema, batch)
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    return await copy_batch(conn, self.schema, batch)
+            count = len(batch.payloads)
+            with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
+                async with self._connection(connection) as conn:
+                    return await copy_batch(conn, self.schema, batch, seen.trace)
 
     def _batch(
         self,

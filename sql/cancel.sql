@@ -2,4 +2,4 @@
 UPDATE {{schema}}.jobs
 SET status = 'cancelled', finished_at = now()
 WHERE id = $1 AND status = 'pending'
-RETURNING id;
+RETURNING id, task, queue;

@@ -7,7 +7,8 @@ import asyncio
 import logging
 import signal
 
-from .common import AddCommand, dsn_of, load_queue
+from .._queue import Queue
+from .common import AddCommand, UsageError, dsn_of, load_queue
 
 logger = logging.getLogger("aiopgq.cli")
 
@@ -24,6 +25,15 @@ def register(add: AddCommand) -> None:
     worker.add_argument("--maintenance-interval", type=float, default=5.0)
     worker.add_argument("--hold-transaction", action="store_true")
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 9464; the metrics extra)",
+    )
+    worker.add_argument(
+        "--metrics-host", default="0.0.0.0", help="address /metrics listens on (default 0.0.0.0)"
+    )
     worker.add_argument("--no-uvloop", action="store_true")
     worker.set_defaults(run=run_worker, uvloop=True)
 
@@ -33,6 +43,8 @@ async def run_worker(args: argparse.Namespace) -> int:
     if args.dsn or args.schema:
         queue.reconfigure(dsn=dsn_of(args) if args.dsn else None, schema=args.schema)
     queues = [q for q in (args.queues or "").split(",") if q] or None
+    if args.metrics_port is not None:
+        _count_jobs(queue)
     worker = queue.worker(
         queues=queues,
         concurrency=args.concurrency,
@@ -42,6 +54,8 @@ async def run_worker(args: argparse.Namespace) -> int:
         visibility_timeout=args.visibility_timeout,
         maintenance_interval=args.maintenance_interval,
         hold_transaction=args.hold_transaction,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))
@@ -63,3 +77,15 @@ async def run_worker(args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         return 130
     return 0
+
+
+def _count_jobs(queue: Queue) -> None:
+    """Give the queue a Metrics observer unless the application gave it one."""
+    try:
+        from ..metrics import Metrics
+    except ImportError:
+        raise UsageError(
+            "--metrics-port needs prometheus-client: pip install 'aiopgq[metrics]'"
+        ) from None
+    if not any(isinstance(observer, Metrics) for observer in queue.observers):
+        queue.add_observer(Metrics())

@@ -80,6 +80,12 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "insert_job_traced",
+            "insert_jobs_traced",
+            "worker_register",
+            "worker_deregister",
+            "expire_workers",
+            "queue_depth",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -88,10 +94,15 @@ class Statements:
     dequeue_completing: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool) -> str:
+    def claim(self, *, several_queues: bool, completing: bool, traced: bool = False) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
-        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        prepends the CTE that marks done the jobs riding along ($4-$6); `traced` returns
+        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        if traced:
+            tail = "date_part('epoch', j.created_at);"
+            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
+            statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
         if not completing:
             return statement
         head = "WITH next AS ("
@@ -118,3 +129,9 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    insert_job_traced: str
+    insert_jobs_traced: str
+    worker_register: str
+    worker_deregister: str
+    expire_workers: str
+    queue_depth: str

@@ -30,6 +30,8 @@ class Claims:
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
+        *,
+        traced: bool = False,
     ) -> None:
         self._pool = pool
         self._sql = sql
@@ -37,8 +39,8 @@ class Claims:
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         several = len(queues) > 1
-        self._claim = sql.claim(several_queues=several, completing=False)
-        self._claim_completing = sql.claim(several_queues=several, completing=True)
+        self._claim = sql.claim(several_queues=several, completing=False, traced=traced)
+        self._claim_completing = sql.claim(several_queues=several, completing=True, traced=traced)
         self._queues_arg: str | list[str] = list(queues) if several else queues[0]
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen

@@ -7,12 +7,17 @@ hands itself to the worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import asyncpg
 
 from .._db.statements import Statements
+from .._job import Job
 from .._retry import Retry
+
+# How a job's run ended, as an observer hears it: done; failed with attempts left;
+# failed for good; given back to pending unfinished (the worker stopped).
+Outcome = Literal["succeeded", "retried", "failed", "released"]
 
 
 class TaskSpec(Protocol):
@@ -34,6 +39,23 @@ class TaskSpec(Protocol):
     def check_keywords(self) -> Callable[[Mapping[str, Any]], None]: ...
 
 
+class JobObservation(Protocol):
+    """One job's run as an observer follows it: told once how it ended."""
+
+    def ended(self, outcome: Outcome, error: str | None) -> None: ...
+
+
+class JobObserver(Protocol):
+    """What the dispatcher calls around each job when the queue has observers
+    (aiopgq.Observer); with none, the dispatcher calls nothing."""
+
+    @property
+    def reads_trace_context(self) -> bool: ...
+    def job_started(
+        self, job: Job, trace_context: Mapping[str, str] | None
+    ) -> JobObservation | None: ...
+
+
 class QueueSpec(Protocol):
     """What a worker needs of the queue it serves."""
 
@@ -45,6 +67,8 @@ class QueueSpec(Protocol):
     def tasks(self) -> Mapping[str, TaskSpec]: ...
     @property
     def pool(self) -> asyncpg.Pool: ...
+    @property
+    def observer(self) -> JobObserver | None: ...
     @property
     def is_open(self) -> bool: ...
     async def open(self, *, retry_for: float = 0.0) -> None: ...

@@ -15,8 +15,9 @@ import asyncpg
 
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
-from .completer import Completer, Outcomes
-from .contracts import TaskSpec
+from .completer import Completer, OutcomeSink
+from .contracts import JobObserver, TaskSpec
+from .observing import ObservedSink, decode_trace_context
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
@@ -38,7 +39,9 @@ def describe_error(exc: BaseException) -> str:
 class Dispatcher:
     """Starts one task per job and turns its ending into an outcome.
 
-    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode).
+    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode). With an
+    `observer`, each job's task tells it when the job starts and how it ended; the
+    claimed rows then carry the trace context as a tenth column when `traced`.
     """
 
     def __init__(
@@ -46,9 +49,14 @@ class Dispatcher:
         tasks: Mapping[str, TaskSpec],
         completer: Completer,
         wakeups: Wakeups,
+        *,
+        observer: JobObserver | None = None,
+        traced: bool = False,
     ) -> None:
         self._tasks = tasks
         self._completer = completer
+        self._observer = observer
+        self._traced = traced
         self._slot_freed = wakeups.progress
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
@@ -57,10 +65,12 @@ class Dispatcher:
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
 
     def start(
-        self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
+        self, rows: list[asyncpg.Record], sink: OutcomeSink | None = None
     ) -> list[asyncio.Task[None]]:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
+        if self._observer is not None:  # per batch: the loop below stays as it was
+            return self._start_observed(rows, target, self._observer)
         if rows:
             self._idle.clear()
         started = []
@@ -79,6 +89,53 @@ class Dispatcher:
             started.append(task)
         return started
 
+    def _start_observed(
+        self, rows: list[asyncpg.Record], sink: OutcomeSink, observer: JobObserver
+    ) -> list[asyncio.Task[None]]:
+        """start(), with each job run by _run_observed."""
+        if rows:
+            self._idle.clear()
+        started = []
+        instants: dict[float, datetime] = {}
+        create_task = asyncio.get_running_loop().create_task
+        for row in rows:
+            if self._traced:
+                job, payload = job_from_claimed_row(row[:9], instants)
+                trace = decode_trace_context(row[9])
+            else:
+                job, payload = job_from_claimed_row(row, instants)
+                trace = None
+            self.running[job.id] = job
+            run = self._run_observed(job, payload, sink, observer, trace)
+            task = create_task(run, name=f"{JOB_TASK_PREFIX}{job.id}")
+            self._job_tasks[job.id] = task
+            started.append(task)
+        return started
+
+    async def _run_observed(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: OutcomeSink,
+        observer: JobObserver,
+        trace: Mapping[str, str] | None,
+    ) -> None:
+        # Called inside the job's own task: what the observer sets in the context (the
+        # current span) is seen by the handler, and by no other job.
+        try:
+            observation = observer.job_started(job, trace)
+        except Exception:
+            logger.exception("an observer failed at the start of job %s", job.id)
+            observation = None
+        if observation is None:
+            await self._run(job, payload_text, sink)
+            return
+        observed = ObservedSink(sink, observation)
+        try:
+            await self._run(job, payload_text, observed)
+        finally:
+            observed.settle()
+
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
         self.releasing = True
@@ -91,7 +148,7 @@ class Dispatcher:
         """Return when no job is running."""
         await self._idle.wait()
 
-    async def _run(self, job: Job, payload_text: str, sink: Completer | Outcomes) -> None:
+    async def _run(self, job: Job, payload_text: str, sink: OutcomeSink) -> None:
         task = self._tasks.get(job.task)
         try:
             if task is None:
@@ -121,7 +178,7 @@ class Dispatcher:
             self._slot_freed()
 
     async def _call(
-        self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Completer | Outcomes
+        self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: OutcomeSink
     ) -> None:
         job = _with_payload(job, arguments)
         token = _current_job.set(job)
@@ -158,9 +215,7 @@ class Dispatcher:
         finally:
             _current_job.reset(token)
 
-    def _failed(
-        self, task: TaskSpec, job: Job, exc: BaseException, sink: Completer | Outcomes
-    ) -> None:
+    def _failed(self, task: TaskSpec, job: Job, exc: BaseException, sink: OutcomeSink) -> None:
         final = job.attempts >= job.max_attempts
         delay = 0.0 if final else task.retry.delay(job.attempts)
         if logger.isEnabledFor(logging.WARNING):

@@ -1,4 +1,5 @@
-"""Maintenance: rescue jobs of dead workers, prune finished rows. One leader at a time."""
+"""Maintenance: rescue jobs of dead workers, expire their registry rows, prune finished
+rows. One leader at a time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .registry import EXPIRE_AFTER_BEATS
 
 logger = logging.getLogger("aiopgq.maintenance")
 
@@ -65,6 +67,7 @@ async def maintain_once(
             rescued += len(rows)
             if len(rows) < _BATCH:
                 break
+        await _expire_workers(conn, sql)
         await _refresh_statistics(conn, sql)
         while retention is not None:
             deleted = await _prune_batch(conn, sql, retention)
@@ -110,6 +113,21 @@ async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> i
             return None
         status = await conn.execute(sql.prune, retention, _BATCH)
     return int(status.split()[-1])
+
+
+async def _expire_workers(conn: Connection, sql: Statements) -> None:
+    """Delete the registry rows of workers that stopped beating (see registry.py)."""
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return
+        gone = await conn.fetch(sql.expire_workers, EXPIRE_AFTER_BEATS)
+    for row in gone:
+        logger.info(
+            "worker %s expired from the registry: not seen for %d heartbeat intervals",
+            row["id"],
+            EXPIRE_AFTER_BEATS,
+            extra={"worker": row["id"]},
+        )
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

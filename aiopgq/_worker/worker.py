@@ -3,11 +3,14 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
+heartbeat: extends leases of running jobs and keeps the registry row fresh;
+maintenance: rescues, expires dead workers' rows, prunes. With observers (metrics,
+tracing) the dispatcher tells them about each job; with a metrics port, /metrics.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -15,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import asyncpg
@@ -33,8 +36,12 @@ from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
+from .registry import Registry
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 logger = logging.getLogger("aiopgq.worker")
 
@@ -79,6 +86,9 @@ class Worker:
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
         name: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "0.0.0.0",
+        metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.queue = queue
         names = list(queues) if queues else sorted({t.queue_name for t in queue.tasks.values()})
@@ -112,12 +122,25 @@ class Worker:
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
         self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
+        if metrics_port is not None:
+            if not isinstance(metrics_port, int) or not 0 <= metrics_port <= 65535:
+                raise ConfigurationError(
+                    f"metrics_port must be a port number, got {metrics_port!r}"
+                )
+            if importlib.util.find_spec("prometheus_client") is None:
+                raise ConfigurationError(
+                    "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
+                )
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self._metrics_registry = metrics_registry
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: _FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
         self._listener: Listener | None = None
         self._stop_requested = False
         self._background: TaskGroup | None = None
+        self.serving_metrics_port: int | None = None  # where /metrics listens, once it does
 
     def __repr__(self) -> str:
         return f"<Worker {self.id} queues={self.queues} concurrency={self.concurrency}>"
@@ -153,16 +176,35 @@ class Worker:
         await queue.open(retry_for=self.connect_timeout)
         try:
             await queue.check_schema()
-            await self._serve(queue.pool, burst=burst, task_status=task_status)
+            registry = Registry(
+                queue.pool,
+                queue.sql,
+                self.id,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                heartbeat_interval=self.heartbeat_interval,
+            )
+            await registry.beat()  # listed from the start, not from the first heartbeat
+            try:
+                await self._serve(queue.pool, registry, burst=burst, task_status=task_status)
+            finally:
+                await registry.leave()
         finally:
             if opened_here:
                 with anyio.CancelScope(shield=True):
                     await queue.close()
 
     async def _serve(
-        self, pool: asyncpg.Pool, *, burst: bool, task_status: TaskStatus[None]
+        self,
+        pool: asyncpg.Pool,
+        registry: Registry,
+        *,
+        burst: bool,
+        task_status: TaskStatus[None],
     ) -> None:
         sql = self.queue.sql
+        observer = self.queue.observer
+        traced = observer is not None and observer.reads_trace_context
         wakeups = Wakeups(self.queues)
         completer = Completer(
             pool,
@@ -172,12 +214,14 @@ class Worker:
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
-        dispatcher = Dispatcher(self.queue.tasks, completer, wakeups)
+        dispatcher = Dispatcher(
+            self.queue.tasks, completer, wakeups, observer=observer, traced=traced
+        )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids)
+        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids, traced=traced)
         listener = self._make_listener(wakeups) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
@@ -218,9 +262,11 @@ class Worker:
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
             services.start_soon(
-                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
+                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval, registry
             )
             services.start_soon(self._maintain, pool)
+            if self.metrics_port is not None:
+                await self._start_metrics(services, pool)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
@@ -265,6 +311,19 @@ class Worker:
     async def _drain(self, dispatcher: Dispatcher) -> None:
         with anyio.move_on_after(self.grace_period):
             await dispatcher.wait_idle()
+
+    async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
+        from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
+
+        assert self.metrics_port is not None
+        server = MetricsServer(
+            pool,
+            self.queue.sql,
+            host=self.metrics_host,
+            port=self.metrics_port,
+            registry=self._metrics_registry,
+        )
+        self.serving_metrics_port = await services.start(server.run)
 
     async def _maintain(self, pool: asyncpg.Pool) -> None:
         await run_maintenance(
