@@ -27,6 +27,8 @@ from .ops import age
 if TYPE_CHECKING:
     from rich.console import Group
 
+_PIPE_WIDTH = 140
+
 
 def register(add: AddCommand) -> None:
     top = add("top", "live view of the queues and workers (q or Ctrl-C quits)")
@@ -51,8 +53,9 @@ async def top_run(args: argparse.Namespace) -> int:
     conn = await asyncpg.connect(dsn, server_settings={"application_name": "aiopgq top"})
     title = f"aiopgq top: schema {schema} on {redact(dsn)}"
     try:
-        if args.once:
-            Console().print(render(title, await watcher.snapshot(conn), args.window))
+        if args.once:  # not on a terminal (a pipe, a file): wide enough for worker ids
+            console = Console() if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
+            console.print(render(title, await watcher.snapshot(conn), args.window))
             return 0
         quit_ = asyncio.Event()
         with _keys(quit_), Live(console=Console(), screen=True, auto_refresh=False) as live:
@@ -141,7 +144,7 @@ def render(title: str, snapshot: Snapshot, window: float) -> Group:
     workers = Table(title="workers", title_justify="left", expand=True)
     for column in ("worker", "host", "pid", "queues", "running", "version", "up", "seen"):
         right = column in ("pid", "running", "up", "seen")
-        workers.add_column(column, justify="right" if right else "left")
+        workers.add_column(column, justify="right" if right else "left", no_wrap=column == "worker")
     for w in snapshot.workers:
         late = w.last_seen_age > 2 * w.heartbeat_interval
         workers.add_row(

@@ -36,6 +36,10 @@ class Check:
     facts: list[dict[str, Any]] = field(default_factory=list)  # the rows behind it
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
 def _who(pid: int, application: str | None, user: str | None) -> str:
     return f"pid {pid} ({application or 'no application_name'}, user {user or '?'})"
 
@@ -87,7 +91,7 @@ async def blocked_sessions(conn: Connection, ops: OpsStatements, threshold: floa
         "end the blocking transactions (commit or roll back in their application); to "
         f"end them now: SELECT pg_terminate_backend(pid) FROM unnest('{{{pids}}}'::int[]) pid"
     )
-    summary = f"{len(waiting)} sessions wait on locks held by pid {pids}"
+    summary = f"{_count(len(waiting), 'session')} waiting on locks held by pid {pids}"
     return Check("locks", title, "fail", summary, details + hidden, fix, [dict(r) for r in rows])
 
 
@@ -124,7 +128,7 @@ async def long_transactions(conn: Connection, ops: OpsStatements, threshold: flo
         f"pg_terminate_backend(pid) FROM unnest('{{{pids}}}'::int[]) pid; to have PostgreSQL "
         "end idle ones itself: ALTER DATABASE ... SET idle_in_transaction_session_timeout = '60s'"
     )
-    summary = f"{len(rows)} transactions open for more than {threshold:g} s (pid {pids})"
+    summary = f"{_count(len(rows), 'transaction')} open for more than {threshold:g} s (pid {pids})"
     return Check(
         "transactions", title, "warn", summary, details + hidden, fix, [dict(r) for r in rows]
     )
@@ -185,8 +189,8 @@ async def stale_leases(conn: Connection, ops: OpsStatements, threshold: float) -
         else:
             whose = "gone from the workers registry"
         details.append(
-            f"{row['jobs']} jobs held by {row['locked_by']} (job {row['first_job']} first) have "
-            f"had no heartbeat for {row['oldest_age']:.0f} s; that worker is {whose}"
+            f"{_count(row['jobs'], 'job')} held by {row['locked_by']} (job {row['first_job']} "
+            f"first): no heartbeat for {row['oldest_age']:.0f} s; that worker is {whose}"
         )
     fix = (
         "start a worker: the maintenance of any worker returns these jobs to pending once "
@@ -199,7 +203,7 @@ async def stale_leases(conn: Connection, ops: OpsStatements, threshold: float) -
         )
     fix += f" (workers whose visibility_timeout exceeds {threshold:g} s: raise --lease-threshold)"
     total = sum(row["jobs"] for row in rows)
-    summary = f"{total} running jobs have had no heartbeat for more than {threshold:g} s"
+    summary = f"{_count(total, 'running job')} without heartbeat for more than {threshold:g} s"
     return Check("leases", title, "fail", summary, details, fix, [dict(r) for r in rows])
 
 

@@ -139,7 +139,7 @@ async def test_names_the_stale_leases_of_a_killed_worker(
     status, checks = await run_doctor(dsn, queue.schema, "--lease-threshold", "1")
     found = checks["leases"]
     assert status == 1 and found["verdict"] == "fail"
-    assert f"1 jobs held by {worker_id} (job {job.id} first)" in found["details"][0]
+    assert f"1 job held by {worker_id} (job {job.id} first)" in found["details"][0]
     assert "start a worker" in found["fix"]
     _, checks = await run_doctor(dsn, queue.schema)  # 60 s: not yet stale by default
     assert checks["leases"]["verdict"] == "ok"
