@@ -76,20 +76,39 @@ class _All(Observer):
         self._observers = observers
         self.reads_trace_context = any(o.reads_trace_context for o in observers)
 
+    # Each observer on its own: one that raises is logged, the others still hear.
+
     def enqueue_started(self, task: str, queue: str, count: int) -> EnqueueObservation | None:
-        seen = [o.enqueue_started(task, queue, count) for o in self._observers]
-        found = [s for s in seen if s is not None]
+        found = []
+        for observer in self._observers:
+            try:
+                seen = observer.enqueue_started(task, queue, count)
+            except Exception:
+                logger.exception("observer %r failed at the start of an enqueue", observer)
+                continue
+            if seen is not None:
+                found.append(seen)
         return _AllEnqueue(found) if found else None
 
     def cancelled(self, job_id: int, task: str, queue: str) -> None:
         for observer in self._observers:
-            observer.cancelled(job_id, task, queue)
+            try:
+                observer.cancelled(job_id, task, queue)
+            except Exception:
+                logger.exception("observer %r failed on the cancel of job %s", observer, job_id)
 
     def job_started(
         self, job: Job, trace_context: Mapping[str, str] | None
     ) -> JobObservation | None:
-        seen = [o.job_started(job, trace_context) for o in self._observers]
-        found = [s for s in seen if s is not None]
+        found = []
+        for observer in self._observers:
+            try:
+                seen = observer.job_started(job, trace_context)
+            except Exception:
+                logger.exception("observer %r failed at the start of job %s", observer, job.id)
+                continue
+            if seen is not None:
+                found.append(seen)
         return _AllRun(found) if found else None
 
 
@@ -101,7 +120,10 @@ class _AllEnqueue:
 
     def ended(self, job_ids: Sequence[int] | None, error: BaseException | None) -> None:
         for part in reversed(self._parts):  # the last started ends first, like nested spans
-            part.ended(job_ids, error)
+            try:
+                part.ended(job_ids, error)
+            except Exception:
+                logger.exception("an observer failed at the end of an enqueue")
 
 
 class _AllRun:
@@ -110,7 +132,10 @@ class _AllRun:
 
     def ended(self, outcome: Outcome, error: str | None) -> None:
         for part in reversed(self._parts):
-            part.ended(outcome, error)
+            try:
+                part.ended(outcome, error)
+            except Exception:
+                logger.exception("an observer failed at the end of a job")
 
 
 class Enqueueing:

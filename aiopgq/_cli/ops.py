@@ -7,6 +7,7 @@ import json
 
 import asyncpg
 
+from .._db.migrations import check_version
 from .._ops.checks import Check, Settings
 from .._ops.doctor import Report, examine
 from .._ops.snapshot import read_workers
@@ -99,6 +100,7 @@ def _format_check(check: Check, *, details: bool) -> list[str]:
 async def workers_run(args: argparse.Namespace) -> int:
     conn = await asyncpg.connect(dsn_of(args))
     try:
+        await check_version(conn, schema_of(args))
         rows = await read_workers(conn, OpsStatements(schema_of(args)))
     finally:
         await conn.close()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from .._db.dsn import redact
+from .._db.migrations import check_version
 from .._ops.snapshot import Snapshot, Watcher
 from .._ops.statements import OpsStatements
 from .common import AddCommand, UsageError, dsn_of, schema_of
@@ -53,6 +54,7 @@ async def top_run(args: argparse.Namespace) -> int:
     conn = await asyncpg.connect(dsn, server_settings={"application_name": "aiopgq top"})
     title = f"aiopgq top: schema {schema} on {redact(dsn)}"
     try:
+        await check_version(conn, schema)  # "run `aiopgq migrate`", not a missing relation
         if args.once:  # not on a terminal (a pipe, a file): wide enough for worker ids
             console = Console() if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
             console.print(render(title, await watcher.snapshot(conn), args.window))
@@ -167,4 +169,4 @@ def _trouble(title: str, exc: BaseException) -> Group:
     from rich.text import Text
 
     reason = redact(str(exc)) or type(exc).__name__
-    return Group(Text(title, style="bold"), Text(f"database unreachable ({reason}); retrying"))
+    return Group(Text(title, style="bold"), Text(f"cannot read the queue ({reason}); retrying"))

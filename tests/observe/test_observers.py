@@ -168,3 +168,32 @@ def test_observers_are_checked() -> None:
     queue = Queue("postgresql://localhost/x")
     with pytest.raises(TypeError, match=r"aiopgq\.Observer"):
         queue.add_observer(object())  # type: ignore[arg-type]
+
+
+async def test_one_raising_observer_does_not_silence_the_others(dsn: str, schema: str) -> None:
+    class Raises(Observer):
+        def enqueue_started(self, task: str, queue: str, count: int) -> None:
+            raise RuntimeError("observer bug")
+
+        def cancelled(self, job_id: int, task: str, queue: str) -> None:
+            raise RuntimeError("observer bug")
+
+        def job_started(self, job: Job, trace_context: Mapping[str, str] | None) -> None:
+            raise RuntimeError("observer bug")
+
+    recorder = Recorder()
+    queue = Queue(dsn, schema=schema, observers=[Raises(), recorder])
+    await queue.migrate()
+
+    @queue.task(name="ok")
+    async def ok() -> None:
+        pass
+
+    async with queue:
+        job = await ok.enqueue()
+        later = await ok.enqueue(delay=60)
+        assert await queue.cancel(later.id)
+        await queue.worker().run(burst=True)
+    kinds = [event[0] for event in recorder.events]
+    assert kinds.count("enqueued") == 2 and "cancelled" in kinds
+    assert ("ended", job.id, "succeeded", None) in recorder.events

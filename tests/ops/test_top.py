@@ -94,3 +94,10 @@ async def test_top_shows_the_queues_and_the_live_worker_and_quits_on_q_and_ctrl_
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
+
+
+def test_top_and_workers_on_a_schema_without_tables_say_to_migrate(dsn: str, schema: str) -> None:
+    for command in (["top", "--once"], ["workers"]):
+        done = run_cli(dsn, schema, "--dsn", dsn, "--schema", schema, *command)
+        assert done.returncode == 1
+        assert "aiopgq migrate" in done.stderr and "Traceback" not in done.stderr
