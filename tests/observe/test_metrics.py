@@ -162,3 +162,20 @@ def test_metrics_port_is_checked(queue: Queue) -> None:
 
     with pytest.raises(ConfigurationError, match="metrics_port"):
         queue.worker(queues=["a"], metrics_port=70000)
+
+
+async def test_hold_transaction_workers_are_observed_too(dsn: str, schema: str) -> None:
+    registry = CollectorRegistry()
+    queue = Queue(dsn, schema=schema, observers=[Metrics(registry=registry)])
+    await queue.migrate()
+
+    @queue.task(name="ok")
+    async def ok() -> None:
+        pass
+
+    async with queue:
+        await ok.enqueue_many([{}] * 30)
+        await queue.worker(concurrency=8, hold_transaction=True).run(burst=True)
+    labels = {"queue": "default", "task": "ok"}
+    assert _value(registry, "aiopgq_jobs_started_total", **labels) == 30
+    assert _value(registry, "aiopgq_jobs_succeeded_total", **labels) == 30
