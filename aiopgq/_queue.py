@@ -17,6 +17,7 @@ from ._db.pool import create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
+    TaskDefaults,
     copy_batch,
     insert_batch,
     insert_job,
@@ -27,6 +28,7 @@ from ._errors import ConfigurationError
 from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
+from ._registry import RegistryCache, RegistryLookup
 from ._retry import Retry
 from ._task import Task
 from ._worker.worker import Worker
@@ -35,7 +37,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Inspection, RegistryLookup):
     """A job queue in one PostgreSQL schema.
 
     >>> queue = Queue("postgresql://localhost/app")
@@ -65,6 +67,7 @@ class Queue(Inspection):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self._registry = RegistryCache()
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
@@ -87,6 +90,7 @@ class Queue(Inspection):
         if schema is not None:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
+        self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
@@ -103,6 +107,7 @@ class Queue(Inspection):
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""
+        self._registry_lock = None  # bound to this event loop
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -205,17 +210,25 @@ class Queue(Inspection):
         connection: Connection | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Enqueue a job by task name; defaults come from the task if registered here.
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         """
         known = self.tasks.get(task)
-        if known is not None and payload is not None:
-            payload = known.bind((), payload)  # same checks as known.enqueue()
+        defaults: TaskDefaults | None = known
+        if known is not None:
+            if payload is not None:
+                payload = known.bind((), payload)  # same checks as known.enqueue()
+        else:  # not registered here: the registry's declaration, if any
+            defaults = await self._declared(task, connection)
+            if defaults is not None:
+                defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
         opts = resolve_options(
-            known,
+            defaults,
             queue=queue,
             run_at=run_at,
             delay=delay,
@@ -252,7 +265,8 @@ class Queue(Inspection):
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return []
         with missing_schema_as_error(self.schema):
@@ -275,7 +289,8 @@ class Queue(Inspection):
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             return 0
         with missing_schema_as_error(self.schema):
@@ -284,6 +299,7 @@ class Queue(Inspection):
 
     def _batch(
         self,
+        known: TaskDefaults | None,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
         queue: str | None,
@@ -292,7 +308,6 @@ class Queue(Inspection):
         priority: int | None,
         max_attempts: int | None,
     ) -> Batch:
-        known = self.tasks.get(task)
         opts = resolve_options(
             known,
             queue=queue,

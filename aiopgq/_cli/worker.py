@@ -22,10 +22,39 @@ def register(add: AddCommand) -> None:
     worker.add_argument("--heartbeat-interval", type=float, default=5.0)
     worker.add_argument("--visibility-timeout", type=float, default=30.0)
     worker.add_argument("--maintenance-interval", type=float, default=5.0)
+    for flag, default, rows in (
+        ("--retention", 86_400, "done"),
+        ("--failed-retention", 604_800, "failed"),
+        ("--cancelled-retention", 604_800, "cancelled"),
+    ):
+        worker.add_argument(
+            flag,
+            type=retention_seconds,
+            default=default,
+            metavar="SECONDS",
+            help=f"keep {rows} jobs this many seconds after they finish, then prune them "
+            f"(default {default} = {default // 86_400} day{'s' if default > 86_400 else ''}; "
+            "'none' or 'keep': never prune)",
+        )
     worker.add_argument("--hold-transaction", action="store_true")
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument("--no-uvloop", action="store_true")
     worker.set_defaults(run=run_worker, uvloop=True)
+
+
+def retention_seconds(text: str) -> float | None:
+    """A retention flag's value: seconds >= 0, or none/keep for no pruning."""
+    if text.strip().lower() in ("none", "keep"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds >= 0, nor 'none'/'keep' (never prune)"
+        )
+    return seconds
 
 
 async def run_worker(args: argparse.Namespace) -> int:
@@ -42,6 +71,9 @@ async def run_worker(args: argparse.Namespace) -> int:
         visibility_timeout=args.visibility_timeout,
         maintenance_interval=args.maintenance_interval,
         hold_transaction=args.hold_transaction,
+        retention=args.retention,
+        failed_retention=args.failed_retention,
+        cancelled_retention=args.cancelled_retention,
     )
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))

@@ -80,6 +80,8 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "register_tasks",
+            "registered_tasks",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -118,3 +120,5 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    register_tasks: str
+    registered_tasks: str
