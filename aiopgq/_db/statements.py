@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from .._errors import ConfigurationError
@@ -45,6 +46,16 @@ def render(relative: str, schema: str) -> str:
     # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
     text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
     return text.replace("{{schema}}", quote_identifier(schema))
+
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def for_psycopg(statement: str) -> str:
+    """A rendered statement for psycopg (SyncQueue): `$n` becomes the named placeholder
+    `%(pn)s` (a value used twice is passed once), `%` is doubled, comment lines go."""
+    lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+    return _PLACEHOLDER.sub(r"%(p\1)s", "\n".join(lines).replace("%", "%%"))
 
 
 class Statements:
