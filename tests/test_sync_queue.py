@@ -3,18 +3,27 @@ psycopg transaction, and wake the workers like any insert."""
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import asyncpg
 import psycopg
 import pytest
 
 from aiopgq import ConfigurationError, JobStatus, Queue, SchemaError, SyncQueue, TaskNotFound
 
 from .helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -159,3 +168,34 @@ async def test_setup_errors_name_the_fix(
     assert "hunter2" not in str(info.value)
     with pytest.raises(ConfigurationError, match="invalid schema name"):
         SyncQueue("postgresql://127.0.0.1/db", schema="no-such schema")
+
+
+async def test_the_readme_example_runs_as_written(dsn: str, tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Enqueue from synchronous code") :]
+    [script] = re.findall(r"```python\n(# signup\.py.*?)```", section, flags=re.S)
+    (tmp_path / "signup.py").write_text(script)
+    # A database of its own: the example uses the default schema, aiopgq.
+    database = f"readme_{uuid.uuid4().hex[:8]}"
+    parts = urlsplit(dsn)
+    own_dsn = urlunsplit(parts._replace(path=f"/{database}"))
+    admin = await asyncpg.connect(dsn)
+    await admin.execute(f'CREATE DATABASE "{database}"')
+    try:
+        await Queue(own_dsn).migrate()
+        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+        env.update(AIOPGQ_DSN=own_dsn, PYTHONPATH=str(ROOT))
+        result = await anyio.run_process(
+            [sys.executable, "signup.py"], cwd=tmp_path, env=env, check=False
+        )
+        assert result.returncode == 0, result.stderr.decode()
+        assert result.stdout.decode() == "pending\n"
+        conn = await asyncpg.connect(own_dsn)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM signups") == 1
+            assert await conn.fetchval("SELECT count(*) FROM aiopgq.jobs") == 3
+        finally:
+            await conn.close()
+    finally:
+        await admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+        await admin.close()
