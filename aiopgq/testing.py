@@ -61,8 +61,8 @@ def _provide_database(config: pytest.Config) -> None:
     if _PROVIDED in config.stash:
         return
     provided = config.stash[_PROVIDED] = _Provided()
-    if resolve_dsn() is not None or config.getoption("help", False):
-        return
+    if resolve_dsn() is not None or getattr(config.known_args_namespace, "help", False):
+        return  # a database is configured, or `pytest --help` needs none
     try:
         from .embedded import start_throwaway
 

@@ -86,8 +86,9 @@ async def test_lease_lost_on_the_last_attempt_is_logged(
     assert "log.lost" in message and "lostq" in message and "lease expired" in message
 
 
+@pytest.mark.parametrize("hold_transaction", [False, True])
 async def test_debug_logs_each_jobs_start_and_end(
-    queue: Queue, caplog: pytest.LogCaptureFixture
+    queue: Queue, caplog: pytest.LogCaptureFixture, hold_transaction: bool
 ) -> None:
     @queue.task(name="log.ok")
     async def ok(n: int) -> int:
@@ -100,7 +101,7 @@ async def test_debug_logs_each_jobs_start_and_end(
     jobs = await ok.enqueue_many([{"n": 1}, {"n": 2}])
     retried = await retry.enqueue()
     with caplog.at_level(logging.DEBUG, logger="aiopgq.worker"):
-        await queue.worker().run(burst=True)
+        await queue.worker(hold_transaction=hold_transaction).run(burst=True)
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     for job in jobs:
         assert f"job {job.id} (log.ok) started on queue default, attempt 1/5" in lines, lines
