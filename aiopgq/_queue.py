@@ -13,7 +13,7 @@ from ._db import migrations
 from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.migrations import missing_schema_as_error
-from ._db.pool import create_pool
+from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
@@ -91,8 +91,12 @@ class Queue(Inspection):
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
 
-        With `retry_for`, an unreachable server is retried with backoff for that
-        many seconds (logging each try) before ConfigurationError is raised.
+        An unreachable server raises ConfigurationError at once; with `retry_for`, it is
+        retried with backoff for that many seconds first (a WARNING on the `aiopgq.queue`
+        logger when the outage starts, reminders every 30 s), e.g. while a database
+        container starts next to yours. Wrong credentials or a missing database fail at once.
+
+        >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
         """
         if self._pool is not None:
             return
@@ -120,14 +124,18 @@ class Queue(Inspection):
         await self.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade the schema; returns the versions applied."""
+        """Create or upgrade the schema; returns the versions applied. Needs no open():
+        a closed queue uses a connection of its own. Safe to run concurrently.
+
+        >>> await queue.migrate()  # [] when already up to date
+        """
         if self._pool is None:
             assert self.dsn is not None
-            conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
+            own = await connect(self.dsn, self._connect_kwargs)
             try:
-                return await migrations.migrate(conn, self.schema)
+                return await migrations.migrate(own, self.schema)
             finally:
-                await conn.close()
+                await own.close()
         async with self.pool.acquire() as conn:
             return await migrations.migrate(conn, self.schema)
 
@@ -254,6 +262,7 @@ class Queue(Inspection):
         """
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
@@ -277,6 +286,7 @@ class Queue(Inspection):
         """
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)
             return 0
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
