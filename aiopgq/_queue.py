@@ -77,8 +77,18 @@ class Queue(Inspection):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def reconfigure(self, *, dsn: str | None = None, schema: str | None = None) -> None:
-        """Point a closed queue at another database or schema (the CLI's --dsn/--schema)."""
+    def reconfigure(
+        self,
+        *,
+        dsn: str | None = None,
+        schema: str | None = None,
+        max_pool_size: int | None = None,
+    ) -> None:
+        """Point a closed queue at another database or schema, or size its pool (the CLI's
+        --dsn, --schema and --max-pool-size); None keeps a setting.
+
+        >>> queue.reconfigure(schema="staging")
+        """
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
         if dsn is not None:
@@ -87,6 +97,10 @@ class Queue(Inspection):
         if schema is not None:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
+        if max_pool_size is not None:
+            if max_pool_size < 1:
+                raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
+            self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
