@@ -252,3 +252,18 @@ async def test_worker_dsn_flag_serves_a_module_whose_queue_reads_the_environment
     assert no_dsn.returncode == 1
     assert no_dsn.stderr.startswith("aiopgq: no database given"), no_dsn.stderr
     assert "AIOPGQ_DSN" in no_dsn.stderr and "Traceback" not in no_dsn.stderr
+
+
+def test_worker_target_that_runs_asyncio_at_import_is_told_why(tmp_path: Path) -> None:
+    (tmp_path / "eager.py").write_text(
+        "import asyncio\n"
+        "from aiopgq import Queue\n"
+        "queue = Queue('postgresql://127.0.0.1/x')\n"
+        "async def main() -> None: ...\n"
+        "asyncio.run(main())\n"
+    )
+    done = aiopgq_cli("worker", "eager:queue", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("aiopgq: importing 'eager' runs an event loop"), done.stderr
+    assert 'under `if __name__ == "__main__":`' in done.stderr

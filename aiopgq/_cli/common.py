@@ -67,6 +67,13 @@ def load_queue(target: str) -> Queue:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+    except RuntimeError as exc:
+        if "running event loop" not in str(exc):
+            raise
+        raise UsageError(
+            f"importing {module_name!r} runs an event loop ({exc}): the worker imports the "
+            'module, so start yours only under `if __name__ == "__main__":`'
+        ) from None
     queue = getattr(module, attribute, None)
     if not isinstance(queue, Queue):
         raise UsageError(f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}")
