@@ -32,6 +32,8 @@ import asyncpg
 import httpx
 import pytest
 
+from aiopgq._embedded.running import DEFAULT_PORT, dsn_for
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SERVER_DSN = "postgresql://postgres@127.0.0.1:5433/postgres"  # `aiopgq server`'s default
@@ -187,6 +189,11 @@ def wait_for(condition: Any, within: float, what: str, newcomer: Newcomer | None
             newcomer.still_running()
         assert time.monotonic() < deadline, f"{what}: not within {within} s"
         time.sleep(0.1)
+
+
+def test_the_readme_dsn_is_the_one_aiopgq_server_prints_by_default() -> None:
+    assert dsn_for(DEFAULT_PORT) == SERVER_DSN
+    assert f"`export AIOPGQ_DSN={SERVER_DSN}`" in README.read_text(encoding="utf-8")
 
 
 def test_quick_start_runs_as_pasted(newcomer: Newcomer) -> None:
