@@ -38,6 +38,10 @@ R = TypeVar("R")
 class Queue(Inspection):
     """A job queue in one PostgreSQL schema.
 
+    Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
+    the environment's AIOPGQ_DSN, else DATABASE_URL; ConfigurationError when none is set.
+
+    >>> queue = Queue()  # AIOPGQ_DSN
     >>> queue = Queue("postgresql://localhost/app")
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
     """
