@@ -119,15 +119,27 @@ def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> s
 
 
 def encode_payloads(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> str:
-    """One JSON array of many payloads; the same checks and errors as encode_payload."""
+    """One JSON array of many payloads; the checks and errors of encode_payload, with the
+    item's index first ("item 3: task x: argument 'b' cannot be stored as JSON ...")."""
     try:
         text = _encoder.encode(payloads)
     except (TypeError, ValueError):
         text = ""  # find the payload and argument at fault below
     if not text or len(text) > max_bytes or _has_nul(text):
-        for payload in payloads:  # the slow path names the argument (or passes)
-            encode_payload(payload, name, max_bytes)
+        _encode_naming_the_item(payloads, name, max_bytes)  # raises, or they pass one by one
     return text
+
+
+def _encode_naming_the_item(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> list[str]:
+    """Each payload's JSON text, one encoder call each: the slow path that names the item
+    (by its index) and the argument at fault."""
+    texts = []
+    for index, payload in enumerate(payloads):
+        try:
+            texts.append(encode_payload(payload, name, max_bytes))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"item {index}: {exc}") from None
+    return texts
 
 
 # The NUL string encoded, between two array elements. No payload holds a NUL (checked
@@ -137,7 +149,7 @@ _NUL_SEPARATOR = ',"\\u0000",'
 
 
 def encode_each_payload(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> list[str]:
-    """Each payload's JSON text, with the checks and errors of encode_payload, from one
+    """Each payload's JSON text, with the checks and errors of encode_payloads, from one
     encoder call (a call per payload costs more than the split): the payloads are encoded as
     one array with a NUL string between them, and split there."""
     joined: list[Any] = ["\x00"] * (2 * len(payloads) - 1)
@@ -152,7 +164,7 @@ def encode_each_payload(payloads: list[dict[str, Any]], name: str, max_bytes: in
     if len(texts) != len(payloads) or (
         len(text) > max_bytes and any(len(t) > max_bytes for t in texts)
     ):
-        return [encode_payload(p, name, max_bytes) for p in payloads]  # names the fault
+        return _encode_naming_the_item(payloads, name, max_bytes)
     return texts
 
 

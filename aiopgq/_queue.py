@@ -13,7 +13,7 @@ from ._db import migrations
 from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.migrations import missing_schema_as_error
-from ._db.pool import create_pool
+from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
@@ -40,6 +40,10 @@ R = TypeVar("R")
 class Queue(Inspection, RegistryLookup):
     """A job queue in one PostgreSQL schema.
 
+    Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
+    the environment's AIOPGQ_DSN, else DATABASE_URL; ConfigurationError when none is set.
+
+    >>> queue = Queue()  # AIOPGQ_DSN
     >>> queue = Queue("postgresql://localhost/app")
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
     """
@@ -80,8 +84,18 @@ class Queue(Inspection, RegistryLookup):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def reconfigure(self, *, dsn: str | None = None, schema: str | None = None) -> None:
-        """Point a closed queue at another database or schema (the CLI's --dsn/--schema)."""
+    def reconfigure(
+        self,
+        *,
+        dsn: str | None = None,
+        schema: str | None = None,
+        max_pool_size: int | None = None,
+    ) -> None:
+        """Point a closed queue at another database or schema, or size its pool (the CLI's
+        --dsn, --schema and --max-pool-size); None keeps a setting.
+
+        >>> queue.reconfigure(schema="staging")
+        """
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
         if dsn is not None:
@@ -90,13 +104,21 @@ class Queue(Inspection, RegistryLookup):
         if schema is not None:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
+        if max_pool_size is not None:
+            if max_pool_size < 1:
+                raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
+            self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
         self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
 
-        With `retry_for`, an unreachable server is retried with backoff for that
-        many seconds (logging each try) before ConfigurationError is raised.
+        An unreachable server raises ConfigurationError at once; with `retry_for`, it is
+        retried with backoff for that many seconds first (a WARNING on the `aiopgq.queue`
+        logger when the outage starts, reminders every 30 s), e.g. while a database
+        container starts next to yours. Wrong credentials or a missing database fail at once.
+
+        >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
         """
         if self._pool is not None:
             return
@@ -125,14 +147,18 @@ class Queue(Inspection, RegistryLookup):
         await self.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade the schema; returns the versions applied."""
+        """Create or upgrade the schema; returns the versions applied. Needs no open():
+        a closed queue uses a connection of its own. Safe to run concurrently.
+
+        >>> await queue.migrate()  # [] when already up to date
+        """
         if self._pool is None:
             assert self.dsn is not None
-            conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
+            own = await connect(self.dsn, self._connect_kwargs)
             try:
-                return await migrations.migrate(conn, self.schema)
+                return await migrations.migrate(own, self.schema)
             finally:
-                await conn.close()
+                await own.close()
         async with self.pool.acquire() as conn:
             return await migrations.migrate(conn, self.schema)
 
@@ -268,6 +294,7 @@ class Queue(Inspection, RegistryLookup):
         known = self.tasks.get(task) or await self._declared(task, connection)
         batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
@@ -292,6 +319,7 @@ class Queue(Inspection, RegistryLookup):
         known = self.tasks.get(task) or await self._declared(task, connection)
         batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)
             return 0
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
