@@ -19,6 +19,7 @@ from ._job import Job, JobStatus, current_job
 from ._observer import Observer
 from ._queue import Queue
 from ._retry import Retry
+from ._sync import SyncQueue
 from ._task import Task
 from ._version import __version__ as __version__
 from ._worker.worker import Worker
@@ -36,6 +37,7 @@ __all__ = [
     "QueueNotOpen",
     "Retry",
     "SchemaError",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",

@@ -25,26 +25,30 @@ def register(add: AddCommand) -> None:
     doctor.add_argument(
         "--idle-threshold",
         type=float,
+        metavar="SECONDS",
         default=defaults.idle_threshold,
-        help="seconds a transaction may stay open (default %(default)s)",
+        help="how long a transaction may stay open",
     )
     doctor.add_argument(
         "--lock-threshold",
         type=float,
+        metavar="SECONDS",
         default=defaults.lock_threshold,
-        help="seconds a statement may wait on a lock (default %(default)s)",
+        help="how long a statement may wait on a lock",
     )
     doctor.add_argument(
         "--lease-threshold",
         type=float,
+        metavar="SECONDS",
         default=defaults.lease_threshold,
-        help="seconds a running job may go without heartbeat (default %(default)s)",
+        help="how long a running job may go without heartbeat",
     )
     doctor.add_argument(
         "--notify-threshold",
         type=float,
+        metavar="FRACTION",
         default=defaults.notify_threshold,
-        help="share of the NOTIFY queue that may be in use (default %(default)s)",
+        help="share of the NOTIFY queue that may be in use, 0 to 1",
     )
     doctor.set_defaults(run=doctor_run)
 

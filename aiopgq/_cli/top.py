@@ -33,9 +33,15 @@ _PIPE_WIDTH = 140
 
 def register(add: AddCommand) -> None:
     top = add("top", "live view of the queues and workers (q or Ctrl-C quits)")
-    top.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
     top.add_argument(
-        "--window", type=float, default=10.0, help="seconds over which rates are measured"
+        "--interval", type=float, default=1.0, metavar="SECONDS", help="time between refreshes"
+    )
+    top.add_argument(
+        "--window",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the recent past over which rates are measured",
     )
     top.add_argument("--once", action="store_true", help="print one frame and exit")
     top.set_defaults(run=top_run)

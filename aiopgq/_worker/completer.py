@@ -19,9 +19,10 @@ from .wakeups import Wakeups
 logger = logging.getLogger("aiopgq.completer")
 
 
-class OutcomeSink(Protocol):
+class Sink(Protocol):
     """Where the dispatcher reports how each job ended: the Completer (lease mode), a
-    batch's Outcomes (hold mode), or either behind an observer (observing.py)."""
+    batch's Outcomes (hold mode), or either behind an observer (observing.py) or the
+    DEBUG log (dispatcher.py)."""
 
     def done(self, job: Job, result: str | None) -> None: ...
     def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...

@@ -13,6 +13,7 @@ import asyncpg
 
 from .._db.statements import Statements
 from .._job import Job
+from .._payload import KeywordCheck
 from .._retry import Retry
 
 # How a job's run ended, as an observer hears it: done; failed with attempts left;
@@ -36,7 +37,11 @@ class TaskSpec(Protocol):
     @property
     def retry(self) -> Retry: ...
     @property
-    def check_keywords(self) -> Callable[[Mapping[str, Any]], None]: ...
+    def check_keywords(self) -> KeywordCheck: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
 
 
 class JobObservation(Protocol):

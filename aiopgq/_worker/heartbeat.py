@@ -11,7 +11,7 @@ import asyncpg
 
 from .._db.statements import Statements
 from .._db.transient import Backoff
-from .registry import Registry
+from .presence import Presence
 
 logger = logging.getLogger("aiopgq.heartbeat")
 
@@ -22,7 +22,7 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
-    registry: Registry,
+    presence: Presence,
 ) -> None:
     """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`, then
     the registry row (one statement more per interval, held jobs or not)."""
@@ -38,4 +38,4 @@ async def run_heartbeat(
                 backoff.failed(exc)  # the interval is the delay
             else:
                 backoff.succeeded()
-        await registry.beat()
+        await presence.beat()

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 
 from .._job import Job
-from .completer import OutcomeSink
+from .completer import Sink
 from .contracts import JobObservation, Outcome
 
 logger = logging.getLogger("aiopgq.worker")
@@ -22,7 +22,7 @@ class ObservedSink:
 
     __slots__ = ("_observation", "_open", "_sink")
 
-    def __init__(self, sink: OutcomeSink, observation: JobObservation) -> None:
+    def __init__(self, sink: Sink, observation: JobObservation) -> None:
         self._sink = sink
         self._observation = observation
         self._open = True

@@ -25,8 +25,9 @@ CREATE TABLE {{schema}}.workers (
 -- workers that do not trace neither write nor read it.
 ALTER TABLE {{schema}}.jobs ADD COLUMN trace_context jsonb;
 
--- The grant functions of version 2, with what this version adds: a producer may
--- write the trace context, a worker keeps its registry row.
+-- The grant functions of version 9 (keep every later version's a superset), with what
+-- this version adds: a producer may write the trace context, a worker keeps its row in
+-- the workers registry.
 CREATE OR REPLACE FUNCTION {{schema}}.grant_producer(role_name name) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -36,8 +37,8 @@ BEGIN
                    role_name);
     EXECUTE format('GRANT SELECT (id, run_at, created_at, idempotency_key, status) '
                    'ON %I.jobs TO %I', '{{schema_name}}', role_name);
-    EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version TO %I',
-                   '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version, %I.tasks TO %I',
+                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, jsonb, text, timestamptz, '
                    'integer, integer), %I.job_status(bigint) TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);
@@ -51,6 +52,7 @@ BEGIN
     EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.jobs TO %I', '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.tasks TO %I', '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workers TO %I',
                    '{{schema_name}}', role_name);
 END

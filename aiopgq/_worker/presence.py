@@ -1,4 +1,4 @@
-"""Registry: the worker's row in the workers table, kept fresh by the heartbeat.
+"""Presence: the worker's row in the workers registry, kept fresh by the heartbeat.
 
 One upsert when the worker starts and one per heartbeat interval whether or not it
 holds jobs (never per job); one delete when it stops cleanly. A failure here never
@@ -19,13 +19,13 @@ from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._version import __version__
 
-logger = logging.getLogger("aiopgq.registry")
+logger = logging.getLogger("aiopgq.presence")
 
 # The maintenance leader deletes rows not seen for this many of their heartbeat intervals.
 EXPIRE_AFTER_BEATS = 3
 
 
-class Registry:
+class Presence:
     def __init__(
         self,
         pool: asyncpg.Pool,
