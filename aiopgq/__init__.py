@@ -19,11 +19,13 @@ from ._job import Job, JobStatus, current_job
 from ._queue import Queue
 from ._retry import Retry
 from ._task import Task
+from ._unique import DuplicateJob
 from ._worker.worker import Worker
 
 __all__ = [
     "ConfigurationError",
     "Connection",
+    "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",

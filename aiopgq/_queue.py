@@ -17,6 +17,7 @@ from ._db.pool import create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
+    OnConflict,
     copy_batch,
     insert_batch,
     insert_job,
@@ -29,13 +30,14 @@ from ._job import Job, build_job
 from ._payload import encode_payload
 from ._retry import Retry
 from ._task import Task
+from ._unique import Unique, uniqueness
 from ._worker.worker import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Inspection, Unique):
     """A job queue in one PostgreSQL schema.
 
     >>> queue = Queue("postgresql://localhost/app")
@@ -204,10 +206,16 @@ class Queue(Inspection):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> Job:
         """Enqueue a job by task name; defaults come from the task if registered here.
 
+        With an `idempotency_key`, a job already holding the key is returned instead
+        (README "Unique jobs" for `on_conflict` and `unique_for`).
+
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
         """
         known = self.tasks.get(task)
         if known is not None and payload is not None:
@@ -222,9 +230,16 @@ class Queue(Inspection):
             priority=priority,
             max_attempts=max_attempts,
         )
+        keys = None if idempotency_key is None else [idempotency_key]
+        unique = uniqueness(keys, 1, unique_for, on_conflict)
+        if unique is not None:
+            jobs, _ = await self._enqueue_unique(
+                task, [arguments], f"[{text}]", opts, unique, connection
+            )
+            return jobs[0]
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
-                row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
+                row = await insert_job(conn, self.sql, task, text, opts)
         return build_job(
             id=row[0],
             task=task,
@@ -247,14 +262,27 @@ class Queue(Inspection):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
 
+        `idempotency_keys` has one key (or None) per payload; a payload whose key is held
+        gets the holder's Job back, in its place.
+
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
+        >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
         """
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
             return []
+        if unique is not None:
+            jobs, _ = await self._enqueue_unique(
+                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+            )
+            return jobs
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
                 return await insert_batch(conn, self.sql, batch)
@@ -270,14 +298,26 @@ class Queue(Inspection):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
+
+        With `idempotency_keys` the rows go through the keyed insert of enqueue_many
+        (COPY cannot skip a held key) and the count is of the jobs it created.
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
         batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
             return 0
+        if unique is not None:
+            _, created = await self._enqueue_unique(
+                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+            )
+            return created
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
                 return await copy_batch(conn, self.schema, batch)

@@ -71,7 +71,7 @@ class Statements:
             "insert_job",
             "insert_jobs",
             "get_job",
-            "find_by_idempotency_key",
+            "enqueue_unique",
             "cancel",
             "status",
             "set_queue_notify",
@@ -80,6 +80,10 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "schedule_register",
+            "schedule_state",
+            "take_ticks",
+            "schedule_status",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -109,7 +113,7 @@ class Statements:
     insert_job: str
     insert_jobs: str
     get_job: str
-    find_by_idempotency_key: str
+    enqueue_unique: str
     cancel: str
     status: str
     set_queue_notify: str
@@ -118,3 +122,7 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    schedule_register: str
+    schedule_state: str
+    take_ticks: str
+    schedule_status: str
