@@ -28,7 +28,9 @@ from ._errors import ConfigurationError
 from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
+from ._periodic import Periodic
 from ._retry import Retry
+from ._schedule import Schedule
 from ._task import Task
 from ._unique import Unique, uniqueness
 from ._worker.worker import Worker
@@ -37,7 +39,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, Unique):
+class Queue(Inspection, Periodic, Unique):
     """A job queue in one PostgreSQL schema.
 
     >>> queue = Queue("postgresql://localhost/app")
@@ -67,6 +69,7 @@ class Queue(Inspection, Unique):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}  # of the periodic tasks, by task name
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
@@ -174,21 +177,15 @@ class Queue(Inspection, Unique):
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{func.__module__}.{func.__qualname__}"
-            if task_name in self.tasks:
-                raise ConfigurationError(f"a task named {task_name!r} is already registered")
-            task: Task[P, R] = Task(
-                self,
+            return self._register_task(
                 func,
-                name=task_name,
-                queue_name=queue,
+                name=name,
+                queue=queue,
                 max_attempts=max_attempts,
                 priority=priority,
                 timeout=timeout,
-                retry=retry or Retry(),
+                retry=retry,
             )
-            self.tasks[task_name] = task
-            return task
 
         return register(fn) if fn is not None else register
 

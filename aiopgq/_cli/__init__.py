@@ -17,10 +17,10 @@ import asyncpg
 
 from .._db.dsn import redact
 from .._errors import Error
-from . import jobs, local, worker
+from . import jobs, local, schedules, worker
 from .common import UsageError
 
-COMMAND_MODULES = (jobs, worker, local)
+COMMAND_MODULES = (jobs, worker, local, schedules)
 
 
 def _parser() -> argparse.ArgumentParser:

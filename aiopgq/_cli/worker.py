@@ -24,6 +24,9 @@ def register(add: AddCommand) -> None:
     worker.add_argument("--maintenance-interval", type=float, default=5.0)
     worker.add_argument("--hold-transaction", action="store_true")
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
+    worker.add_argument(
+        "--no-periodic", action="store_true", help="do not enqueue the ticks of periodic tasks"
+    )
     worker.add_argument("--no-uvloop", action="store_true")
     worker.set_defaults(run=run_worker, uvloop=True)
 
@@ -42,6 +45,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         visibility_timeout=args.visibility_timeout,
         maintenance_interval=args.maintenance_interval,
         hold_transaction=args.hold_transaction,
+        periodic=not args.no_periodic,
     )
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))

@@ -3,7 +3,8 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
+heartbeat: extends leases of running jobs; maintenance: rescues and prunes;
+scheduler: enqueues the ticks of periodic tasks.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
+from .scheduler import Scheduler
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -78,6 +80,7 @@ class Worker:
         hold_transaction: bool = False,
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
+        periodic: bool = True,
         name: str | None = None,
     ) -> None:
         self.queue = queue
@@ -112,6 +115,7 @@ class Worker:
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
         self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
+        self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: _FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
@@ -221,6 +225,12 @@ class Worker:
                 run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
             )
             services.start_soon(self._maintain, pool)
+            schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
+            if self.periodic and schedules and not burst:
+                scheduler = Scheduler(
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                )
+                services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
