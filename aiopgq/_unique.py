@@ -142,6 +142,7 @@ class Unique(QueueCore):
             ) from None
         jobs: list[Job | None] = [None] * len(payloads)
         created = 0
+        replaced: dict[int, tuple[int, Job]] = {}  # by id: the last replacement, and its item
         for row in rows:
             at = row["ord"] - 1
             if row["outcome"] == "inserted":
@@ -157,10 +158,14 @@ class Unique(QueueCore):
                     max_attempts=opts.max_attempts,
                 )
             else:
-                jobs[at] = job_from_record(row)
+                jobs[at] = job = job_from_record(row)
+                if row["outcome"] == "replaced" and at >= replaced.get(job.id, (-1, job))[0]:
+                    replaced[job.id] = (at, job)
         if any(job is None for job in jobs):
             raise RuntimeError(f"enqueue_unique() answered {len(rows)} rows for {len(jobs)} jobs")
-        return jobs, created  # type: ignore[return-value]  # no None left
+        # A job that a later item of the call replaced is returned as it ends up.
+        done = [replaced[job.id][1] if job.id in replaced else job for job in jobs if job]
+        return done, created
 
 
 def _holder_of(exc: asyncpg.UniqueViolationError) -> Job | None:

@@ -54,14 +54,15 @@ async def test_enqueue_many_takes_one_key_per_item(queue: Queue, conn: asyncpg.C
 
     old = await many.enqueue(0, idempotency_key="b")
     jobs = await many.enqueue_many(
-        [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}],
-        idempotency_keys=["a", "b", None, "a", "c"],
+        [{"n": n} for n in range(1, 9)],
+        idempotency_keys=["a", "b", None, "a", "c", None, None, "c"],
     )
-    assert [job.payload for job in jobs] == [{"n": 1}, {"n": 0}, {"n": 3}, {"n": 1}, {"n": 5}]
+    expected = [1, 0, 3, 1, 5, 6, 7, 5]
+    assert [job.payload for job in jobs] == [{"n": n} for n in expected]
     assert jobs[1].id == old.id  # held before the call
-    assert jobs[3].id == jobs[0].id  # held by an earlier item of the same call
-    assert len({jobs[0].id, jobs[2].id, jobs[4].id, old.id}) == 4
-    assert await count_jobs(conn, queue) == 4
+    assert jobs[3].id == jobs[0].id and jobs[7].id == jobs[4].id  # by an earlier item
+    assert len({job.id for job in jobs} | {old.id}) == 6
+    assert await count_jobs(conn, queue) == 6
     for job in jobs:
         stored = await queue.get_job(job.id)
         assert (stored.payload, stored.status) == (job.payload, JobStatus.PENDING)
@@ -145,6 +146,13 @@ async def test_replace_updates_a_pending_job_and_leaves_a_running_one(queue: Que
         )
         release.set()
     assert seen == [2]
+    # Within one call, the items of a key settle in order: the last one's payload wins.
+    batch = await replace_me.enqueue_many(
+        [{"n": 4}, {"n": 5}, {"n": 6}], idempotency_keys=["b", "b", "b"], on_conflict="replace"
+    )
+    assert {job.id for job in batch} == {batch[0].id}
+    assert [job.payload for job in batch] == [{"n": 6}] * 3
+    assert (await queue.get_job(batch[0].id)).payload == {"n": 6}
 
 
 async def test_raise_names_the_holder_and_enqueues_nothing(

@@ -186,9 +186,15 @@ BEGIN
                      FROM unnest(ords, ids) AS s(ord, id);
     END IF;
 
-    -- Every other item, one at a time and in order: its key is held (by an older job or
-    -- an earlier item of this call), or it is the only item.
-    FOR item IN SELECT g FROM generate_series(1, n) AS g WHERE g <> ALL (settled) ORDER BY g LOOP
+    -- Every other item, one at a time: its key is held (by an older job or an earlier
+    -- item of this call), or it is the only item. By key, then in order: the items of
+    -- one key settle in order (the first inserts, the last replaces), and calls that
+    -- replace common holders lock them in the same order.
+    FOR item IN
+        SELECT g FROM generate_series(1, n) AS g
+        WHERE g <> ALL (settled)
+        ORDER BY enqueue_unique.keys[g], g
+    LOOP
         k := enqueue_unique.keys[item];
         IF k IS NULL THEN  -- only when n = 1: the passes above took the others
             INSERT INTO {{schema}}.jobs
