@@ -199,5 +199,4 @@ def _holder_of(exc: asyncpg.UniqueViolationError) -> Job | None:
         result=row["result"],
         created_at=instant("created_at"),
         finished_at=instant("finished_at"),
-        tick=instant("tick"),
     )

@@ -31,9 +31,13 @@ def scheduler(queue: Queue, name: str = "w1", interval: float = 5.0) -> Schedule
 
 
 async def ticks_of(conn: asyncpg.Connection, queue: Queue, task: str) -> list[datetime]:
+    """The ticks that have a job, in order (each job runs at its tick)."""
     rows = await conn.fetch(
-        f'SELECT tick FROM "{queue.schema}".jobs WHERE task = $1 ORDER BY tick', task
+        f'SELECT t.tick, j.run_at, j.task FROM "{queue.schema}".periodic_ticks t '
+        f'JOIN "{queue.schema}".jobs j ON j.id = t.job_id WHERE t.name = $1 ORDER BY t.tick',
+        task,
     )
+    assert all(row["run_at"] == row["tick"] and row["task"] == task for row in rows)
     return [row["tick"] for row in rows]
 
 
@@ -203,7 +207,9 @@ async def test_tick_reaches_the_handler_and_the_job_is_a_normal_job(
     assert tick.microsecond == 0
     assert plain[0] is not None and plain[0].microsecond == 0
     job_id = await conn.fetchval(
-        f'SELECT id FROM "{queue.schema}".jobs WHERE task = $1 AND tick = $2', "with.tick", tick
+        f'SELECT job_id FROM "{queue.schema}".periodic_ticks WHERE name = $1 AND tick = $2',
+        "with.tick",
+        tick,
     )
     job = await queue.get_job(job_id)
     assert job.tick == tick

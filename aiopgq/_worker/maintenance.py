@@ -108,8 +108,8 @@ async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> i
     async with _leading(conn, sql) as leader:
         if not leader:
             return None
-        status = await conn.execute(sql.prune, retention, _BATCH)
-    return int(status.split()[-1])
+        deleted = await conn.fetchval(sql.prune, retention, _BATCH)
+    return int(deleted)
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

@@ -2,23 +2,18 @@
 -- (idempotency keys on every enqueue path, kept for a while after the job is done, and
 -- three answers to a duplicate).
 --
--- Neither touches the plain paths: an enqueue without a key, a claim and a completion
--- run the statements they ran before. The two new columns are NULL on every other row
--- (a NULL costs a bit in the null bitmap the row already has), and the two partial
--- indexes below hold only rows that have a key or a tick.
-
-ALTER TABLE {{schema}}.jobs
-    ADD COLUMN tick timestamptz,        -- the schedule time of a periodic job
-    ADD COLUMN unique_for interval;     -- how long a done job keeps its idempotency key
+-- Both live in tables of their own: the jobs table, its indexes and the statements of
+-- the plain paths (an enqueue without a key, a claim, a completion) are what they
+-- were. A column or a partial index on jobs costs every insert and every claim
+-- (callgrind, PostgreSQL 18: `tick` and `unique_for` columns plus a (task, tick)
+-- index and a wider key predicate made a single-row INSERT 194k -> 209k server
+-- instructions and a drained job 110.8k -> 113.6k).
 
 -- Periodic jobs --------------------------------------------------------------------------
 
--- One job per task and tick: whatever any worker computes, a tick is enqueued once.
-CREATE UNIQUE INDEX jobs_tick_idx ON {{schema}}.jobs (task, tick) WHERE tick IS NOT NULL;
-
 -- One row per periodic task, written by the workers that run it. `last_tick` only moves
--- forward, by take_ticks() below (compare and set), so two workers that find the same
--- ticks due cannot both enqueue them.
+-- forward, by take_ticks() below (compare and set), so of the workers that find the
+-- same ticks due, one enqueues them.
 CREATE TABLE {{schema}}.schedules (
     name          text PRIMARY KEY,                  -- the periodic task's name
     cron          text NOT NULL,
@@ -31,11 +26,21 @@ CREATE TABLE {{schema}}.schedules (
     registered_at timestamptz NOT NULL DEFAULT now()   -- when a worker last registered it
 );
 
+-- The job of each tick: one per task and tick time (a second one aborts the statement
+-- that inserts it, jobs and all). Rows go with their jobs (prune.sql).
+CREATE TABLE {{schema}}.periodic_ticks (
+    name   text NOT NULL,
+    tick   timestamptz NOT NULL,
+    job_id bigint NOT NULL UNIQUE,
+    PRIMARY KEY (name, tick)
+);
+
 -- Take the ticks of schedule `name` from `expected` (the last tick the caller read) up to
 -- `latest`, and enqueue `ticks` (with their payloads) in the same statement. Under READ
 -- COMMITTED a concurrent caller with the same `expected` waits for the row lock, then
--- finds last_tick moved and takes nothing. SECURITY DEFINER: a worker role may enqueue
--- periodic ticks, and nothing else (it has no INSERT on jobs).
+-- finds last_tick moved and takes nothing. A tick's job has run_at = the tick.
+-- SECURITY DEFINER: a worker role may enqueue periodic ticks, and nothing else (it has
+-- no INSERT on jobs).
 CREATE FUNCTION {{schema}}.take_ticks(
     name text, expected timestamptz, latest timestamptz, worker text, queue text,
     priority integer, max_attempts integer, ticks timestamptz[], payloads text[]
@@ -47,30 +52,38 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
         WHERE s.name = take_ticks.name AND s.last_tick IS NOT DISTINCT FROM take_ticks.expected
         RETURNING s.name
     ), inserted AS (
-        INSERT INTO {{schema}}.jobs
-            (task, payload, queue, priority, max_attempts, run_at, tick, enqueued_by)
+        INSERT INTO {{schema}}.jobs (task, payload, queue, priority, max_attempts, run_at,
+                                     enqueued_by)
         SELECT a.name, t.payload::jsonb, take_ticks.queue, take_ticks.priority,
-               take_ticks.max_attempts, t.tick, t.tick, session_user
+               take_ticks.max_attempts, t.tick, session_user
         FROM advanced a, unnest(take_ticks.ticks, take_ticks.payloads) AS t(tick, payload)
-        ON CONFLICT (task, tick) WHERE tick IS NOT NULL DO NOTHING
-        RETURNING id, tick
+        RETURNING id, task, run_at
+    ), ticked AS (
+        INSERT INTO {{schema}}.periodic_ticks (name, tick, job_id)
+        SELECT i.task, i.run_at, i.id FROM inserted i
     )
     SELECT EXISTS (SELECT FROM advanced),
-           coalesce((SELECT array_agg(i.id ORDER BY i.tick) FROM inserted i), '{}');
+           coalesce((SELECT array_agg(i.id ORDER BY i.run_at) FROM inserted i), '{}');
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.take_ticks(text, timestamptz, timestamptz, text, text,
     integer, integer, timestamptz[], text[]) FROM PUBLIC;
 
 -- Unique jobs ----------------------------------------------------------------------------
 
--- A key is held by its live job, and by a done job that has a window (unique_for) until
--- enqueue_unique() finds the window over and releases it (or the pruner deletes the row,
--- which it does not do within the window: see prune.sql). Failed and cancelled jobs
--- release their key: they did not do the work.
-DROP INDEX {{schema}}.jobs_idempotency_key_idx;
-CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {{schema}}.jobs (idempotency_key)
-    WHERE idempotency_key IS NOT NULL
-      AND (status IN ('pending', 'running') OR (status = 'done' AND unique_for IS NOT NULL));
+-- One row per idempotency key that enqueue_unique() has seen: the job that took the key
+-- last, and how long that job keeps it once done. Every keyed enqueue locks its keys'
+-- rows first, so enqueues of one key settle one after the other, and whether the job
+-- still holds the key is read from the job itself: it does while pending or running,
+-- and while done for less than `unique_for`. Failed and cancelled jobs let go (they did
+-- not do the work). Rows go with their jobs (prune.sql), which the pruner keeps while
+-- they hold their key. jobs_idempotency_key_idx (live jobs, version 1) stays: it is
+-- what a plain INSERT with a key meets.
+CREATE TABLE {{schema}}.job_keys (
+    key        text PRIMARY KEY,
+    job_id     bigint,
+    unique_for interval
+);
+CREATE INDEX job_keys_job_idx ON {{schema}}.job_keys (job_id);
 
 -- Enqueue jobs of one task, each with an idempotency key or none, in one call; one row
 -- per item, in any order: `ord` (1-based) is the item, `outcome` says what happened:
@@ -80,8 +93,7 @@ CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {{schema}}.jobs (idempotency_key
 --              payload and run_at (a running or done holder is returned as a duplicate)
 -- With on_conflict 'raise' a held key raises unique_violation (constraint
 -- jobs_idempotency_key_idx) with the holder as JSON in DETAIL, and nothing is enqueued.
--- Items are settled in order, so an item whose key an earlier item of the same call took
--- is a duplicate of that one.
+-- An item whose key an earlier item of the same call took gets that job.
 --
 -- SECURITY DEFINER so that a producer role (INSERT on some columns, no SELECT) can have
 -- the holder back; it gets it only if it enqueued it (enqueued_by, as job_status()) or
@@ -99,16 +111,17 @@ CREATE FUNCTION {{schema}}.enqueue_unique(
 ) RETURNS TABLE (
     ord integer, outcome text, id bigint, job_queue text, job_task text, payload text,
     status text, job_priority integer, attempts integer, job_max_attempts integer,
-    job_run_at timestamptz,
-    locked_by text, heartbeat_at timestamptz, last_error text, result text,
-    created_at timestamptz, finished_at timestamptz, tick timestamptz
+    job_run_at timestamptz, locked_by text, heartbeat_at timestamptz, last_error text,
+    result text, created_at timestamptz, finished_at timestamptz, tick timestamptz
 )
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 #variable_conflict use_column
 DECLARE
     n integer := jsonb_array_length(enqueue_unique.payloads);
     run_time timestamptz := coalesce(enqueue_unique.run_at, now());
-    settled integer[] := '{}';         -- items the set-based statements inserted
+    keyset text[];                     -- this call's keys, distinct, in order
+    held text[];                       -- those a job holds
+    settled integer[] := '{}';         -- items inserted by the set-based statements
     ords integer[];
     ids bigint[];
     item integer;
@@ -130,8 +143,22 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    IF n > 1 THEN
-        -- Items without a key, in one statement (identity values drawn in item order).
+    -- Lock every key of the call, in key order (calls sharing keys cannot deadlock),
+    -- making the rows of new keys.
+    keyset := ARRAY(SELECT DISTINCT x FROM unnest(enqueue_unique.keys) AS x
+                    WHERE x IS NOT NULL ORDER BY x);
+    INSERT INTO {{schema}}.job_keys (key)
+    SELECT x FROM unnest(keyset) AS x ORDER BY x
+    ON CONFLICT (key) DO NOTHING;
+    PERFORM FROM {{schema}}.job_keys r WHERE r.key = ANY (keyset) ORDER BY r.key FOR UPDATE;
+    held := ARRAY(
+        SELECT r.key FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
+        WHERE r.key = ANY (keyset)
+          AND (j.status IN ('pending', 'running')
+               OR (j.status = 'done' AND j.finished_at + r.unique_for > now())));
+
+    -- Items without a key, in one statement (identity values drawn in item order).
+    IF EXISTS (SELECT FROM unnest(enqueue_unique.keys) AS x WHERE x IS NULL) THEN
         WITH items AS (
             SELECT e.ord::integer AS ord, e.payload
             FROM jsonb_array_elements(enqueue_unique.payloads) WITH ORDINALITY AS e(payload, ord)
@@ -153,97 +180,85 @@ BEGIN
                             NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
                             NULL::timestamptz, NULL::timestamptz
                      FROM unnest(ords, ids) AS s(ord, id);
-
-        -- The first item of each key, where no job holds the key, in one statement; in
-        -- key order, so that calls sharing keys take them in the same order and cannot
-        -- deadlock on each other's uncommitted rows.
-        WITH firsts AS (
-            SELECT DISTINCT ON (enqueue_unique.keys[e.ord])
-                   e.ord::integer AS ord, e.payload, enqueue_unique.keys[e.ord] AS key
-            FROM jsonb_array_elements(enqueue_unique.payloads) WITH ORDINALITY AS e(payload, ord)
-            WHERE enqueue_unique.keys[e.ord] IS NOT NULL
-            ORDER BY enqueue_unique.keys[e.ord], e.ord
-        ), inserted AS (
-            INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts,
-                                         idempotency_key, unique_for, enqueued_by)
-            SELECT enqueue_unique.task, f.payload, enqueue_unique.queue, enqueue_unique.priority,
-                   run_time, enqueue_unique.max_attempts, f.key, enqueue_unique.unique_for,
-                   session_user
-            FROM firsts f ORDER BY f.key
-            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-                AND (status IN ('pending', 'running') OR (status = 'done' AND unique_for IS NOT NULL))
-            DO NOTHING
-            RETURNING id, idempotency_key
-        )
-        SELECT coalesce(array_agg(f.ord), '{}'), coalesce(array_agg(x.id), '{}')
-        INTO ords, ids
-        FROM inserted x JOIN firsts f ON f.key = x.idempotency_key;
-        settled := settled || ords;
-        RETURN QUERY SELECT s.ord, 'inserted'::text, s.id, NULL::text, NULL::text, NULL::text,
-                            NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
-                            NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
-                            NULL::timestamptz, NULL::timestamptz
-                     FROM unnest(ords, ids) AS s(ord, id);
     END IF;
 
-    -- Every other item, one at a time: its key is held (by an older job or an earlier
-    -- item of this call), or it is the only item. By key, then in order: the items of
-    -- one key settle in order (the first inserts, the last replaces), and calls that
-    -- replace common holders lock them in the same order.
+    -- The first item of each free key, in one statement. ON CONFLICT: a live job that a
+    -- plain INSERT gave the key (not in job_keys) holds it too; that item settles below.
+    WITH firsts AS (
+        SELECT DISTINCT ON (enqueue_unique.keys[e.ord])
+               e.ord::integer AS ord, e.payload, enqueue_unique.keys[e.ord] AS key
+        FROM jsonb_array_elements(enqueue_unique.payloads) WITH ORDINALITY AS e(payload, ord)
+        WHERE enqueue_unique.keys[e.ord] IS NOT NULL
+          AND enqueue_unique.keys[e.ord] <> ALL (held)
+        ORDER BY enqueue_unique.keys[e.ord], e.ord
+    ), inserted AS (
+        INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts,
+                                     idempotency_key, enqueued_by)
+        SELECT enqueue_unique.task, f.payload, enqueue_unique.queue, enqueue_unique.priority,
+               run_time, enqueue_unique.max_attempts, f.key, session_user
+        FROM firsts f ORDER BY f.key
+        ON CONFLICT (idempotency_key)
+            WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
+        DO NOTHING
+        RETURNING id, idempotency_key
+    ), taken AS (
+        UPDATE {{schema}}.job_keys r SET job_id = x.id, unique_for = enqueue_unique.unique_for
+        FROM inserted x WHERE r.key = x.idempotency_key
+    )
+    SELECT coalesce(array_agg(f.ord), '{}'), coalesce(array_agg(x.id), '{}')
+    INTO ords, ids
+    FROM inserted x JOIN firsts f ON f.key = x.idempotency_key;
+    settled := settled || ords;
+    RETURN QUERY SELECT s.ord, 'inserted'::text, s.id, NULL::text, NULL::text, NULL::text,
+                        NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
+                        NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
+                        NULL::timestamptz, NULL::timestamptz
+                 FROM unnest(ords, ids) AS s(ord, id);
+
+    -- Every other item: its key is held, by a job before this call or by an earlier item.
+    -- The items of a key settle in order (the last one replaces last).
     FOR item IN
         SELECT g FROM generate_series(1, n) AS g
         WHERE g <> ALL (settled)
         ORDER BY enqueue_unique.keys[g], g
     LOOP
         k := enqueue_unique.keys[item];
-        IF k IS NULL THEN  -- only when n = 1: the passes above took the others
-            INSERT INTO {{schema}}.jobs
-                (task, payload, queue, priority, run_at, max_attempts, enqueued_by)
-            VALUES (enqueue_unique.task, enqueue_unique.payloads -> 0, enqueue_unique.queue,
-                    enqueue_unique.priority, run_time, enqueue_unique.max_attempts, session_user)
-            RETURNING id INTO new_id;
-            RETURN QUERY SELECT item, 'inserted'::text, new_id, NULL::text, NULL::text, NULL::text,
-                                NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
-                                NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
-                                NULL::timestamptz, NULL::timestamptz;
-            CONTINUE;
-        END IF;
         tries := 0;
         LOOP
             tries := tries + 1;
-            IF tries > 10 THEN  -- the key keeps changing hands: let the caller retry
-                RAISE EXCEPTION 'idempotency key % changed hands 10 times while enqueuing', quote_literal(k)
-                    USING ERRCODE = 'serialization_failure';
+            IF tries > 10 THEN  -- the holder keeps changing: let the caller retry
+                RAISE EXCEPTION 'idempotency key % changed hands 10 times while enqueuing',
+                    quote_literal(k) USING ERRCODE = 'serialization_failure';
             END IF;
-            new_id := NULL;
-            INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts,
-                                         idempotency_key, unique_for, enqueued_by)
-            VALUES (enqueue_unique.task, enqueue_unique.payloads -> (item - 1),
-                    enqueue_unique.queue, enqueue_unique.priority, run_time,
-                    enqueue_unique.max_attempts, k, enqueue_unique.unique_for, session_user)
-            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-                AND (status IN ('pending', 'running') OR (status = 'done' AND unique_for IS NOT NULL))
-            DO NOTHING
-            RETURNING id INTO new_id;
-            IF new_id IS NOT NULL THEN
+            SELECT j.* INTO holder
+            FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
+            WHERE r.key = k
+              AND (j.status IN ('pending', 'running')
+                   OR (j.status = 'done' AND j.finished_at + r.unique_for > now()));
+            IF NOT FOUND THEN  -- a live job a plain INSERT gave the key
+                SELECT j.* INTO holder FROM {{schema}}.jobs j
+                WHERE j.idempotency_key = k AND j.status IN ('pending', 'running');
+            END IF;
+            IF NOT FOUND THEN  -- that one finished meanwhile: the key is free
+                new_id := NULL;
+                INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at,
+                                             max_attempts, idempotency_key, enqueued_by)
+                VALUES (enqueue_unique.task, enqueue_unique.payloads -> (item - 1),
+                        enqueue_unique.queue, enqueue_unique.priority, run_time,
+                        enqueue_unique.max_attempts, k, session_user)
+                ON CONFLICT (idempotency_key)
+                    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
+                DO NOTHING
+                RETURNING id INTO new_id;
+                CONTINUE WHEN new_id IS NULL;
+                UPDATE {{schema}}.job_keys r
+                SET job_id = new_id, unique_for = enqueue_unique.unique_for WHERE r.key = k;
                 RETURN QUERY SELECT item, 'inserted'::text, new_id, NULL::text, NULL::text,
                                     NULL::text, NULL::text, NULL::integer, NULL::integer,
-                                    NULL::integer, run_time, NULL::text, NULL::timestamptz, NULL::text,
-                                    NULL::text, now(), NULL::timestamptz, NULL::timestamptz;
+                                    NULL::integer, run_time, NULL::text, NULL::timestamptz,
+                                    NULL::text, NULL::text, now(), NULL::timestamptz,
+                                    NULL::timestamptz;
                 EXIT;
-            END IF;
-            -- A fresh snapshot (READ COMMITTED): the holder that made the insert do nothing.
-            SELECT * INTO holder FROM {{schema}}.jobs j
-            WHERE j.idempotency_key = k
-              AND (j.status IN ('pending', 'running') OR (j.status = 'done' AND j.unique_for IS NOT NULL));
-            IF NOT FOUND THEN
-                CONTINUE;  -- it finished (and let go of the key) in between: insert again
-            END IF;
-            IF holder.status = 'done' AND holder.finished_at + holder.unique_for <= now() THEN
-                -- Its window is over: take it out of the index, then insert again.
-                UPDATE {{schema}}.jobs j SET unique_for = NULL
-                WHERE j.id = holder.id AND j.status = 'done';
-                CONTINUE;
             END IF;
             IF holder.enqueued_by IS DISTINCT FROM session_user AND NOT has_column_privilege(
                    session_user, '{{schema}}.jobs'::regclass, 'payload',
@@ -270,8 +285,7 @@ BEGIN
                               'heartbeat_at', extract(epoch FROM holder.heartbeat_at),
                               'last_error', holder.last_error, 'result', holder.result,
                               'created_at', extract(epoch FROM holder.created_at),
-                              'finished_at', extract(epoch FROM holder.finished_at),
-                              'tick', extract(epoch FROM holder.tick))::text,
+                              'finished_at', extract(epoch FROM holder.finished_at))::text,
                           HINT = 'on_conflict ''ignore'' returns the existing job instead';
             END IF;
             result_of := 'duplicate';
@@ -280,9 +294,7 @@ BEGIN
                 SET payload = enqueue_unique.payloads -> (item - 1), run_at = run_time
                 WHERE j.id = holder.id AND j.status = 'pending'
                 RETURNING * INTO holder;
-                IF NOT FOUND THEN
-                    CONTINUE;  -- claimed or cancelled in between: decide again
-                END IF;
+                CONTINUE WHEN NOT FOUND;  -- claimed or cancelled in between: decide again
                 result_of := 'replaced';
             END IF;
             RETURN QUERY SELECT item, result_of, holder.id, holder.queue, holder.task,
@@ -290,7 +302,8 @@ BEGIN
                                 holder.attempts, holder.max_attempts, holder.run_at,
                                 holder.locked_by, holder.heartbeat_at, holder.last_error,
                                 holder.result::text, holder.created_at, holder.finished_at,
-                                holder.tick;
+                                (SELECT t.tick FROM {{schema}}.periodic_ticks t
+                                 WHERE t.job_id = holder.id);
             EXIT;
         END LOOP;
     END LOOP;
@@ -369,6 +382,9 @@ BEGIN
                    '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.schedules TO %I',
                    '{{schema_name}}', role_name);
+    -- The pruner deletes the keys and ticks of the jobs it deletes.
+    EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.job_keys, %I.periodic_ticks TO %I',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.take_ticks(text, timestamptz, timestamptz, '
                    'text, text, integer, integer, timestamptz[], text[]) TO %I',
                    '{{schema_name}}', role_name);

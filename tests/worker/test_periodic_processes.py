@@ -29,7 +29,9 @@ WORKER_ARGS = (
 
 async def ticks(conn: asyncpg.Connection, schema: str) -> list[datetime]:
     rows = await conn.fetch(
-        f'SELECT tick FROM "{schema}".jobs WHERE task = $1 ORDER BY tick', "every.second"
+        f'SELECT t.tick FROM "{schema}".periodic_ticks t JOIN "{schema}".jobs j '
+        "ON j.id = t.job_id AND j.run_at = t.tick WHERE t.name = $1 ORDER BY t.tick",
+        "every.second",
     )
     return [row["tick"] for row in rows]
 
@@ -69,8 +71,8 @@ async def test_three_workers_run_each_tick_of_a_one_second_schedule_once(
     assert_consecutive(found)
     # Every tick's job ran exactly once (a clean stop finishes or releases running jobs).
     runs = await conn.fetch(
-        f'SELECT j.tick, count(l.job_id) AS runs FROM "{queue.schema}".jobs j '
-        f"LEFT JOIN {ledger} l ON l.job_id = j.id GROUP BY j.tick ORDER BY j.tick"
+        f'SELECT t.tick, count(l.job_id) AS runs FROM "{queue.schema}".periodic_ticks t '
+        f"LEFT JOIN {ledger} l ON l.job_id = t.job_id GROUP BY t.tick ORDER BY t.tick"
     )
     done = [row for row in runs if row["runs"]]
     assert len(done) >= len(found) - 3  # the last ticks may still be pending at the stop
