@@ -1,8 +1,8 @@
 -- Delete up to $2 finished jobs older than $1 seconds (oldest first), so the
 -- pruner never holds long locks or writes a huge WAL burst; returns how many.
 -- A done job that still holds its idempotency key (unique_for, job_keys) stays
--- until its window is over. The keys and ticks of the deleted jobs go with them
--- (a key row an enqueue has locked is left: that enqueue points it elsewhere).
+-- until its window is over. The key rows and ticks of the deleted jobs go with
+-- them (a key row that an enqueue has locked is left: that enqueue repoints it).
 WITH gone AS (
     DELETE FROM {{schema}}.jobs
     WHERE id IN (
@@ -10,21 +10,21 @@ WITH gone AS (
         FROM {{schema}}.jobs j
         WHERE j.status IN ('done', 'failed', 'cancelled')
           AND j.finished_at < now() - make_interval(secs => $1)
-          AND NOT EXISTS (
+          AND NOT (j.status = 'done' AND j.idempotency_key IS NOT NULL AND EXISTS (
               SELECT FROM {{schema}}.job_keys r
-              WHERE r.job_id = j.id AND j.status = 'done'
-                AND j.finished_at + r.unique_for > now())
+              WHERE r.key = j.idempotency_key AND r.job_id = j.id
+                AND j.finished_at + r.unique_for > now()))
         ORDER BY j.finished_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING id
+    RETURNING id, idempotency_key
 ), keys_gone AS (
     DELETE FROM {{schema}}.job_keys
     WHERE key IN (
-        SELECT r.key FROM {{schema}}.job_keys r
-        WHERE r.job_id IN (SELECT id FROM gone)
-        FOR UPDATE SKIP LOCKED
+        SELECT r.key FROM {{schema}}.job_keys r JOIN gone g ON r.key = g.idempotency_key
+        WHERE r.job_id = g.id
+        FOR UPDATE OF r SKIP LOCKED
     )
 ), ticks_gone AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM gone)

@@ -282,3 +282,28 @@ async def test_schedule_status_and_cli_list_last_and_next_run(
     assert proc.returncode == 0, err.decode()
     assert "reports.refresh" in stdout and "0 3 * * *" in stdout
     assert "pending" in stdout and "Europe/Berlin" in stdout
+
+
+async def test_pruned_ticks_go_with_their_jobs_and_periodic_false_schedules_nothing(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    @queue.periodic("* * * * *", name="pruned.tick", missed="all")
+    async def pruned_tick() -> None:
+        pass
+
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    sched = scheduler(queue)
+    await sched.register(since=start)
+    await sched.tick(now=start + timedelta(minutes=5))
+    assert len(await ticks_of(conn, queue, "pruned.tick")) == 5
+    await queue.worker().run(burst=True)
+    async with queue.worker(retention=0, maintenance_interval=0.05, periodic=False):
+
+        async def pruned() -> bool:
+            return await conn.fetchval(f'SELECT count(*) FROM "{queue.schema}".jobs') == 0
+
+        await eventually(pruned)
+    assert await conn.fetchval(f'SELECT count(*) FROM "{queue.schema}".periodic_ticks') == 0
+    # That worker ran its maintenance many times, but no tick: periodic=False.
+    row = await conn.fetchrow(f'SELECT last_tick, last_worker FROM "{queue.schema}".schedules')
+    assert (row["last_tick"], row["last_worker"]) == (start + timedelta(minutes=5), "w1")

@@ -237,6 +237,8 @@ async def test_pruner_keeps_a_done_job_while_its_key_is_held(
         await eventually(pruned)
     assert (await queue.get_job(kept.id)).status is JobStatus.DONE
     assert (await prune_me.enqueue(3, idempotency_key="keep")).id == kept.id
+    keys = await conn.fetch(f'SELECT key FROM "{queue.schema}".job_keys ORDER BY key')
+    assert [row["key"] for row in keys] == ["keep"]  # the pruned job's key row went with it
 
 
 async def test_sixteen_connections_enqueue_one_key_at_once(

@@ -79,11 +79,10 @@ REVOKE ALL ON FUNCTION {{schema}}.take_ticks(text, timestamptz, timestamptz, tex
 -- they hold their key. jobs_idempotency_key_idx (live jobs, version 1) stays: it is
 -- what a plain INSERT with a key meets.
 CREATE TABLE {{schema}}.job_keys (
-    key        text PRIMARY KEY,
+    key        text PRIMARY KEY,           -- the job's idempotency_key: found by it
     job_id     bigint,
     unique_for interval
 );
-CREATE INDEX job_keys_job_idx ON {{schema}}.job_keys (job_id);
 
 -- Enqueue jobs of one task, each with an idempotency key or none, in one call; one row
 -- per item, in any order: `ord` (1-based) is the item, `outcome` says what happened:
@@ -120,7 +119,9 @@ DECLARE
     n integer := jsonb_array_length(enqueue_unique.payloads);
     run_time timestamptz := coalesce(enqueue_unique.run_at, now());
     keyset text[];                     -- this call's keys, distinct, in order
+    fresh text[];                      -- those that had no row: ours until we commit
     held text[];                       -- those a job holds
+    free boolean := false;             -- the item's key is known to be free
     settled integer[] := '{}';         -- items inserted by the set-based statements
     ords integer[];
     ids bigint[];
@@ -143,86 +144,139 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- Lock every key of the call, in key order (calls sharing keys cannot deadlock),
-    -- making the rows of new keys.
-    keyset := ARRAY(SELECT DISTINCT x FROM unnest(enqueue_unique.keys) AS x
-                    WHERE x IS NOT NULL ORDER BY x);
-    INSERT INTO {{schema}}.job_keys (key)
-    SELECT x FROM unnest(keyset) AS x ORDER BY x
-    ON CONFLICT (key) DO NOTHING;
-    PERFORM FROM {{schema}}.job_keys r WHERE r.key = ANY (keyset) ORDER BY r.key FOR UPDATE;
-    held := ARRAY(
-        SELECT r.key FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
-        WHERE r.key = ANY (keyset)
-          AND (j.status IN ('pending', 'running')
-               OR (j.status = 'done' AND j.finished_at + r.unique_for > now())));
-
-    -- Items without a key, in one statement (identity values drawn in item order).
-    IF EXISTS (SELECT FROM unnest(enqueue_unique.keys) AS x WHERE x IS NULL) THEN
-        WITH items AS (
-            SELECT e.ord::integer AS ord, e.payload
-            FROM jsonb_array_elements(enqueue_unique.payloads) WITH ORDINALITY AS e(payload, ord)
-            WHERE enqueue_unique.keys[e.ord] IS NULL
-        ), inserted AS (
-            INSERT INTO {{schema}}.jobs
-                (task, payload, queue, priority, run_at, max_attempts, enqueued_by)
-            SELECT enqueue_unique.task, i.payload, enqueue_unique.queue, enqueue_unique.priority,
-                   run_time, enqueue_unique.max_attempts, session_user
-            FROM items i ORDER BY i.ord
-            RETURNING id
+    IF n = 1 THEN
+        -- One item (every single enqueue): lock its key, and settle it in the loop below.
+        -- A key row we insert is ours until we commit: another enqueue of the key waits
+        -- for it in the primary key.
+        k := enqueue_unique.keys[1];
+        IF k IS NOT NULL THEN
+            INSERT INTO {{schema}}.job_keys (key) VALUES (k) ON CONFLICT (key) DO NOTHING;
+            free := FOUND;
+            IF NOT free THEN
+                PERFORM FROM {{schema}}.job_keys r WHERE r.key = k FOR UPDATE;
+            END IF;
+        END IF;
+    ELSE
+        -- Lock every key of the call, in key order (calls sharing keys cannot deadlock):
+        -- insert the rows of new keys, lock the others.
+        keyset := ARRAY(SELECT DISTINCT x FROM unnest(enqueue_unique.keys) AS x
+                        WHERE x IS NOT NULL ORDER BY x);
+        WITH made AS (
+            INSERT INTO {{schema}}.job_keys (key)
+            SELECT x FROM unnest(keyset) AS x ORDER BY x
+            ON CONFLICT (key) DO NOTHING
+            RETURNING key
         )
-        SELECT (SELECT coalesce(array_agg(i.ord ORDER BY i.ord), '{}') FROM items i),
-               (SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') FROM inserted x)
-        INTO ords, ids;
-        settled := ords;
+        SELECT coalesce(array_agg(m.key), '{}') INTO fresh FROM made m;
+        PERFORM FROM {{schema}}.job_keys r
+        WHERE r.key = ANY (keyset)
+          AND NOT EXISTS (SELECT FROM unnest(fresh) AS f(key) WHERE f.key = r.key)
+        ORDER BY r.key FOR UPDATE;
+        held := ARRAY(
+            SELECT r.key FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
+            WHERE r.key = ANY (keyset)
+              AND (j.status IN ('pending', 'running')
+                   OR (j.status = 'done' AND j.finished_at + r.unique_for > now())));
+
+        -- Items without a key, in one statement (identity values drawn in item order).
+        IF EXISTS (SELECT FROM unnest(enqueue_unique.keys) AS x WHERE x IS NULL) THEN
+            WITH items AS (
+                SELECT e.ord::integer AS ord, e.payload
+                FROM ROWS FROM (jsonb_array_elements(enqueue_unique.payloads),
+                                unnest(enqueue_unique.keys)) WITH ORDINALITY AS e(payload, key, ord)
+                WHERE e.key IS NULL
+            ), inserted AS (
+                INSERT INTO {{schema}}.jobs
+                    (task, payload, queue, priority, run_at, max_attempts, enqueued_by)
+                SELECT enqueue_unique.task, i.payload, enqueue_unique.queue,
+                       enqueue_unique.priority, run_time, enqueue_unique.max_attempts,
+                       session_user
+                FROM items i ORDER BY i.ord
+                RETURNING id
+            )
+            SELECT (SELECT coalesce(array_agg(i.ord ORDER BY i.ord), '{}') FROM items i),
+                   (SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') FROM inserted x)
+            INTO ords, ids;
+            settled := ords;
+            RETURN QUERY SELECT s.ord, 'inserted'::text, s.id, NULL::text, NULL::text, NULL::text,
+                                NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
+                                NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
+                                NULL::timestamptz, NULL::timestamptz
+                         FROM unnest(ords, ids) AS s(ord, id);
+        END IF;
+
+        -- The first item of each free key, in one statement. ON CONFLICT: a live job that a
+        -- plain INSERT gave the key (not in job_keys) holds it too; that item settles below.
+        WITH firsts AS (
+            SELECT DISTINCT ON (e.key) e.ord::integer AS ord, e.payload, e.key
+            FROM ROWS FROM (jsonb_array_elements(enqueue_unique.payloads),
+                            unnest(enqueue_unique.keys)) WITH ORDINALITY AS e(payload, key, ord)
+            WHERE e.key IS NOT NULL
+              AND NOT EXISTS (SELECT FROM unnest(held) AS h(key) WHERE h.key = e.key)
+            ORDER BY e.key, e.ord
+        ), inserted AS (
+            INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts,
+                                         idempotency_key, enqueued_by)
+            SELECT enqueue_unique.task, f.payload, enqueue_unique.queue, enqueue_unique.priority,
+                   run_time, enqueue_unique.max_attempts, f.key, session_user
+            FROM firsts f ORDER BY f.key
+            ON CONFLICT (idempotency_key)
+                WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
+            DO NOTHING
+            RETURNING id, idempotency_key
+        ), taken AS (
+            UPDATE {{schema}}.job_keys r SET job_id = x.id, unique_for = enqueue_unique.unique_for
+            FROM inserted x WHERE r.key = x.idempotency_key
+        )
+        SELECT coalesce(array_agg(f.ord), '{}'), coalesce(array_agg(x.id), '{}')
+        INTO ords, ids
+        FROM inserted x JOIN firsts f ON f.key = x.idempotency_key;
+        settled := settled || ords;
         RETURN QUERY SELECT s.ord, 'inserted'::text, s.id, NULL::text, NULL::text, NULL::text,
                             NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
                             NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
                             NULL::timestamptz, NULL::timestamptz
                      FROM unnest(ords, ids) AS s(ord, id);
+
+        -- With on_conflict 'ignore', every item whose key a job in job_keys holds (from
+        -- before this call, or from an earlier item) gets that job: two statements for all.
+        IF cardinality(settled) = n THEN
+            RETURN;  -- every item was new
+        END IF;
+        IF enqueue_unique.on_conflict = 'ignore' THEN
+            ords := ARRAY(
+                SELECT g.ord::integer
+                FROM unnest(enqueue_unique.keys) WITH ORDINALITY AS g(key, ord)
+                JOIN {{schema}}.job_keys r ON r.key = g.key
+                JOIN {{schema}}.jobs j ON j.id = r.job_id
+                WHERE NOT EXISTS (SELECT FROM unnest(settled) AS s(ord) WHERE s.ord = g.ord)
+                  AND (j.status IN ('pending', 'running')
+                       OR (j.status = 'done' AND j.finished_at + r.unique_for > now()))
+                  AND (j.enqueued_by = session_user
+                       OR has_column_privilege(session_user, '{{schema}}.jobs'::regclass,
+                                               'payload', 'SELECT')));
+            RETURN QUERY
+                SELECT g.ord::integer, 'duplicate'::text, j.id, j.queue, j.task, j.payload::text,
+                       j.status::text, j.priority, j.attempts, j.max_attempts, j.run_at,
+                       j.locked_by, j.heartbeat_at, j.last_error, j.result::text, j.created_at,
+                       j.finished_at,
+                       (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id)
+                FROM unnest(enqueue_unique.keys) WITH ORDINALITY AS g(key, ord)
+                JOIN unnest(ords) AS o(ord) ON o.ord = g.ord
+                JOIN {{schema}}.job_keys r ON r.key = g.key  -- locked: names the same job
+                JOIN {{schema}}.jobs j ON j.id = r.job_id;
+            settled := settled || ords;
+        END IF;
     END IF;
 
-    -- The first item of each free key, in one statement. ON CONFLICT: a live job that a
-    -- plain INSERT gave the key (not in job_keys) holds it too; that item settles below.
-    WITH firsts AS (
-        SELECT DISTINCT ON (enqueue_unique.keys[e.ord])
-               e.ord::integer AS ord, e.payload, enqueue_unique.keys[e.ord] AS key
-        FROM jsonb_array_elements(enqueue_unique.payloads) WITH ORDINALITY AS e(payload, ord)
-        WHERE enqueue_unique.keys[e.ord] IS NOT NULL
-          AND enqueue_unique.keys[e.ord] <> ALL (held)
-        ORDER BY enqueue_unique.keys[e.ord], e.ord
-    ), inserted AS (
-        INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at, max_attempts,
-                                     idempotency_key, enqueued_by)
-        SELECT enqueue_unique.task, f.payload, enqueue_unique.queue, enqueue_unique.priority,
-               run_time, enqueue_unique.max_attempts, f.key, session_user
-        FROM firsts f ORDER BY f.key
-        ON CONFLICT (idempotency_key)
-            WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running')
-        DO NOTHING
-        RETURNING id, idempotency_key
-    ), taken AS (
-        UPDATE {{schema}}.job_keys r SET job_id = x.id, unique_for = enqueue_unique.unique_for
-        FROM inserted x WHERE r.key = x.idempotency_key
-    )
-    SELECT coalesce(array_agg(f.ord), '{}'), coalesce(array_agg(x.id), '{}')
-    INTO ords, ids
-    FROM inserted x JOIN firsts f ON f.key = x.idempotency_key;
-    settled := settled || ords;
-    RETURN QUERY SELECT s.ord, 'inserted'::text, s.id, NULL::text, NULL::text, NULL::text,
-                        NULL::text, NULL::integer, NULL::integer, NULL::integer, run_time,
-                        NULL::text, NULL::timestamptz, NULL::text, NULL::text, now(),
-                        NULL::timestamptz, NULL::timestamptz
-                 FROM unnest(ords, ids) AS s(ord, id);
-
-    -- Every other item: its key is held, by a job before this call or by an earlier item.
-    -- The items of a key settle in order (the last one replaces last).
-    FOR item IN
-        SELECT g FROM generate_series(1, n) AS g
-        WHERE g <> ALL (settled)
-        ORDER BY enqueue_unique.keys[g], g
+    -- Every other item (or the only one): its key may be held, by a job from before this
+    -- call or by an earlier item. The items of a key settle in order (the last one
+    -- replaces last).
+    FOR item, k IN
+        SELECT g.ord, g.key FROM unnest(enqueue_unique.keys) WITH ORDINALITY AS g(key, ord)
+        WHERE NOT EXISTS (SELECT FROM unnest(settled) AS s(ord) WHERE s.ord = g.ord)
+        ORDER BY g.key, g.ord
     LOOP
-        k := enqueue_unique.keys[item];
         tries := 0;
         LOOP
             tries := tries + 1;
@@ -230,16 +284,20 @@ BEGIN
                 RAISE EXCEPTION 'idempotency key % changed hands 10 times while enqueuing',
                     quote_literal(k) USING ERRCODE = 'serialization_failure';
             END IF;
-            SELECT j.* INTO holder
-            FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
-            WHERE r.key = k
-              AND (j.status IN ('pending', 'running')
-                   OR (j.status = 'done' AND j.finished_at + r.unique_for > now()));
-            IF NOT FOUND THEN  -- a live job a plain INSERT gave the key
-                SELECT j.* INTO holder FROM {{schema}}.jobs j
-                WHERE j.idempotency_key = k AND j.status IN ('pending', 'running');
+            IF NOT free THEN
+                SELECT j.* INTO holder
+                FROM {{schema}}.job_keys r JOIN {{schema}}.jobs j ON j.id = r.job_id
+                WHERE r.key = k
+                  AND (j.status IN ('pending', 'running')
+                       OR (j.status = 'done' AND j.finished_at + r.unique_for > now()));
+                IF NOT FOUND THEN  -- a live job a plain INSERT gave the key
+                    SELECT j.* INTO holder FROM {{schema}}.jobs j
+                    WHERE j.idempotency_key = k AND j.status IN ('pending', 'running');
+                END IF;
+                free := NOT FOUND;
             END IF;
-            IF NOT FOUND THEN  -- that one finished meanwhile: the key is free
+            IF free THEN
+                free := false;
                 new_id := NULL;
                 INSERT INTO {{schema}}.jobs (task, payload, queue, priority, run_at,
                                              max_attempts, idempotency_key, enqueued_by)
