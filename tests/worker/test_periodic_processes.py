@@ -59,12 +59,12 @@ async def test_three_workers_run_each_tick_of_a_one_second_schedule_once(
 ) -> None:
     procs = [cli(dsn, queue.schema, *WORKER_ARGS) for _ in range(3)]
     try:
-        # Every worker schedules: wait until all three have taken ticks.
-        async def all_took_ticks() -> bool:
-            count = await conn.fetchval(f"SELECT count(DISTINCT pid) FROM {ledger}")
-            return len(await ticks(conn, queue.schema)) >= 8 and count >= 2
+        # All three schedule and run: wait for 8 ticks, run by at least two of them.
+        async def ticks_run_by_several() -> bool:
+            runners = await conn.fetchval(f"SELECT count(DISTINCT pid) FROM {ledger}")
+            return len(await ticks(conn, queue.schema)) >= 8 and runners >= 2
 
-        await eventually(all_took_ticks, within=60)
+        await eventually(ticks_run_by_several, within=60)
     finally:
         stop(procs)
     found = await ticks(conn, queue.schema)
