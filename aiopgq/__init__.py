@@ -21,12 +21,14 @@ from ._queue import Queue
 from ._retry import Retry
 from ._sync import SyncQueue
 from ._task import Task
+from ._unique import DuplicateJob
 from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
     "ConfigurationError",
     "Connection",
+    "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import asyncpg
 
@@ -15,6 +15,10 @@ from ._job import Job, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+
+# What an enqueue with an idempotency key does when a job holds the key (aiopgq/_unique.py).
+OnConflict = Literal["ignore", "replace", "raise"]
+ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 
 
 class TaskDefaults(Protocol):
@@ -111,10 +115,9 @@ async def insert_job(
     task: str,
     payload_text: str,
     opts: Options,
-    idempotency_key: str | None,
     trace: str | None = None,
 ) -> asyncpg.Record:
-    """Insert one job; its row (id, run_at, created_at), or the live job holding the key.
+    """Insert one job without an idempotency key; its row (id, run_at, created_at).
     `trace`: the trace context to store (JSON text; tracing only)."""
     args: tuple[Any, ...] = (
         task,
@@ -123,16 +126,11 @@ async def insert_job(
         opts.priority,
         opts.run_at,
         opts.max_attempts,
-        idempotency_key,
     )
     statement = sql.insert_job
     if trace is not None:
         statement, args = sql.insert_job_traced, (*args, trace)
     row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
-    if row is None:  # idempotency key already held by a live job
-        row = await conn.fetchrow(sql.find_by_idempotency_key, idempotency_key)
-        if row is None:  # finished between the two statements: enqueue afresh
-            row = await conn.fetchrow(statement, *args)
     assert row is not None
     return row
 

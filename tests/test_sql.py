@@ -124,7 +124,7 @@ async def test_queues_whose_names_share_a_hash_keep_their_own_jobs(
 async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str) -> None:
     queues = [Queue(dsn, schema=schema) for _ in range(4)]
     applied = await asyncio.gather(*(q.migrate() for q in queues))
-    every = [version for version, _ in migrations()]  # numbers are assigned per branch
+    every = [version for version, _ in migrations()]  # numbers may skip (branches)
     assert every[-1] == code_version()
     assert sorted(applied, key=len) == [[], [], [], every]
     assert await queues[0].migrate() == []

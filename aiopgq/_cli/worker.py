@@ -136,6 +136,9 @@ def register(add: AddCommand) -> None:
         help="address the metrics endpoint listens on (default: %(default)s)",
     )
     worker.add_argument(
+        "--no-periodic", action="store_true", help="do not enqueue the ticks of periodic tasks"
+    )
+    worker.add_argument(
         "--no-uvloop", action="store_true", help="plain asyncio even when uvloop is installed"
     )
     worker.set_defaults(run=run_worker, uvloop=True)
@@ -184,6 +187,8 @@ async def run_worker(args: argparse.Namespace) -> int:
         metrics = {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
     else:
         metrics = {}
+    if args.no_periodic:
+        metrics["periodic"] = False
     worker = queue.worker(queues=queues, **worker_options(args), **metrics)
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))

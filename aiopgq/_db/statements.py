@@ -82,7 +82,7 @@ class Statements:
             "insert_job",
             "insert_jobs",
             "get_job",
-            "find_by_idempotency_key",
+            "enqueue_unique",
             "cancel",
             "status",
             "set_queue_notify",
@@ -99,6 +99,10 @@ class Statements:
             "worker_deregister",
             "expire_workers",
             "queue_depth",
+            "schedule_register",
+            "schedule_state",
+            "take_ticks",
+            "schedule_status",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -133,7 +137,7 @@ class Statements:
     insert_job: str
     insert_jobs: str
     get_job: str
-    find_by_idempotency_key: str
+    enqueue_unique: str
     cancel: str
     status: str
     set_queue_notify: str
@@ -150,3 +154,7 @@ class Statements:
     worker_deregister: str
     expire_workers: str
     queue_depth: str
+    schedule_register: str
+    schedule_state: str
+    take_ticks: str
+    schedule_status: str

@@ -7,6 +7,7 @@ hands itself to the worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 import asyncpg
@@ -61,6 +62,33 @@ class JobObserver(Protocol):
     ) -> JobObservation | None: ...
 
 
+class ScheduleSpec(Protocol):
+    """What the scheduler needs of a periodic task's schedule (an aiopgq Schedule)."""
+
+    @property
+    def name(self) -> str: ...  # the task's name
+    @property
+    def cron(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def missed(self) -> str: ...  # latest | skip | all
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    def due(self, after: datetime, now: datetime, limit: int) -> list[datetime]:
+        """The newest `limit` ticks in (after, now], oldest first."""
+        ...
+
+    def next_after(self, moment: datetime) -> datetime: ...
+    def payload(self, tick: datetime) -> str:
+        """The JSON payload of the tick's job."""
+        ...
+
+
 class QueueSpec(Protocol):
     """What a worker needs of the queue it serves."""
 
@@ -70,6 +98,8 @@ class QueueSpec(Protocol):
     def sql(self) -> Statements: ...
     @property
     def tasks(self) -> Mapping[str, TaskSpec]: ...
+    @property
+    def schedules(self) -> Mapping[str, ScheduleSpec]: ...
     @property
     def pool(self) -> asyncpg.Pool: ...
     @property

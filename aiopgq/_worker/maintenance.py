@@ -151,8 +151,8 @@ async def _prune_batch(
     async with _leading(conn, sql) as leader:
         if not leader:
             return None
-        result = await conn.execute(sql.prune, status, seconds, _BATCH)
-    return int(result.split()[-1])
+        deleted = await conn.fetchval(sql.prune, status, seconds, _BATCH)
+    return int(deleted)
 
 
 async def _expire_workers(conn: Connection, sql: Statements) -> None:

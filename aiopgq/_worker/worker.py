@@ -4,8 +4,9 @@ listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (cla
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
 heartbeat: extends leases of running jobs and keeps the registry row fresh;
-maintenance: rescues, expires dead workers' rows, prunes. With observers (metrics,
-tracing) the dispatcher tells them about each job; with a metrics port, /metrics.
+maintenance: rescues, expires dead workers' rows, prunes; scheduler: enqueues the
+ticks of periodic tasks. With observers (metrics, tracing) the dispatcher tells them
+about each job; with a metrics port, /metrics.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .listener import Listener
 from .maintenance import run_maintenance
 from .presence import Presence
 from .registration import register_tasks
+from .scheduler import Scheduler
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -92,6 +94,7 @@ class Worker:
         hold_transaction: bool = False,
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
+        periodic: bool = True,
         name: str | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "0.0.0.0",
@@ -147,6 +150,7 @@ class Worker:
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
         self._metrics_registry = metrics_registry
+        self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: _FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
@@ -281,6 +285,12 @@ class Worker:
             services.start_soon(self._maintain, pool)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
+            schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
+            if self.periodic and schedules and not burst:
+                scheduler = Scheduler(
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                )
+                services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)

@@ -25,7 +25,7 @@ CREATE TABLE {{schema}}.workers (
 -- workers that do not trace neither write nor read it.
 ALTER TABLE {{schema}}.jobs ADD COLUMN trace_context jsonb;
 
--- The grant functions of version 9 (keep every later version's a superset), with what
+-- The grant functions of version 10 (keep every later version's a superset), with what
 -- this version adds: a producer may write the trace context, a worker keeps its row in
 -- the workers registry.
 CREATE OR REPLACE FUNCTION {{schema}}.grant_producer(role_name name) RETURNS void
@@ -40,8 +40,10 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version, %I.tasks TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, jsonb, text, timestamptz, '
-                   'integer, integer), %I.job_status(bigint) TO %I',
-                   '{{schema_name}}', '{{schema_name}}', role_name);
+                   'integer, integer, text, interval, text), %I.enqueue_unique(text, jsonb, '
+                   'text[], text, integer, timestamptz, integer, interval, text), '
+                   '%I.job_status(bigint) TO %I',
+                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
 END
 $$;
 
@@ -53,6 +55,13 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.tasks TO %I', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I.schedules TO %I',
+                   '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.job_keys, %I.periodic_ticks TO %I',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.take_ticks(text, timestamptz, timestamptz, '
+                   'text, text, integer, integer, timestamptz[], text[]) TO %I',
+                   '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workers TO %I',
                    '{{schema_name}}', role_name);
 END
