@@ -11,7 +11,6 @@ about each job; with a metrics port, /metrics.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import socket
@@ -27,6 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
+from . import options
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
@@ -47,19 +47,6 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 logger = logging.getLogger("aiopgq.worker")
-
-
-def _seconds(
-    value: float | timedelta | None, name: str, *, allow_none: bool = False
-) -> float | None:
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigurationError(f"{name} must be a number of seconds, not None")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 0:
-        raise ConfigurationError(f"{name} must be >= 0 seconds, got {seconds}")
-    return seconds
 
 
 class Worker:
@@ -107,47 +94,38 @@ class Worker:
                 "the worker has no queues: pass queues=[...] or register tasks first"
             )
         self.queues = [check_queue_name(q) for q in dict.fromkeys(names)]
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        self.concurrency = concurrency
-        self.poll_interval = _seconds(poll_interval, "poll_interval") or 0.001
-        self.recheck_interval = _seconds(recheck_interval, "recheck_interval") or 0.0
+        self.concurrency = options.positive_int(concurrency, "concurrency")
+        self.poll_interval = options.seconds(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
-        self.heartbeat_interval = _seconds(heartbeat_interval, "heartbeat_interval") or 0.1
-        self.visibility_timeout = _seconds(visibility_timeout, "visibility_timeout") or 0.0
-        if self.visibility_timeout < 2 * self.heartbeat_interval:
-            raise ConfigurationError(
-                f"visibility_timeout ({self.visibility_timeout} s) must be at least twice "
-                f"heartbeat_interval ({self.heartbeat_interval} s), or live jobs get rescued"
-            )
-        self.grace_period = _seconds(grace_period, "grace_period") or 0.0
-        if not isinstance(completion_batch_size, int) or completion_batch_size < 1:
-            raise ConfigurationError("completion_batch_size must be an int >= 1")
-        self.completion_batch_size = completion_batch_size
-        self.completion_interval = _seconds(completion_interval, "completion_interval") or 0.0
-        self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
+        self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
+        self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
+        options.check_lease(self.visibility_timeout, self.heartbeat_interval)
+        self.grace_period = options.seconds(grace_period, "grace_period") or 0.0
+        self.completion_batch_size = options.positive_int(
+            completion_batch_size, "completion_batch_size"
+        )
+        self.completion_interval = (
+            options.seconds(completion_interval, "completion_interval") or 0.0
+        )
+        self.maintenance_interval = (
+            options.seconds(maintenance_interval, "maintenance_interval") or 0.1
+        )
         # Seconds each finished status is kept (None: forever); done rows are the bulk,
         # failed and cancelled rows carry the reason someone will look for.
-        self.retention = _seconds(retention, "retention", allow_none=True)
-        self.failed_retention = _seconds(failed_retention, "failed_retention", allow_none=True)
-        self.cancelled_retention = _seconds(
+        self.retention = options.seconds(retention, "retention", allow_none=True)
+        self.failed_retention = options.seconds(
+            failed_retention, "failed_retention", allow_none=True
+        )
+        self.cancelled_retention = options.seconds(
             cancelled_retention, "cancelled_retention", allow_none=True
         )
         self.hold_transaction = hold_transaction
-        self.blocked_loop_warning = _seconds(
+        self.blocked_loop_warning = options.seconds(
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
-        self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
-        if metrics_port is not None:
-            if not isinstance(metrics_port, int) or not 0 <= metrics_port <= 65535:
-                raise ConfigurationError(
-                    f"metrics_port must be a port number, got {metrics_port!r}"
-                )
-            if importlib.util.find_spec("prometheus_client") is None:
-                raise ConfigurationError(
-                    "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
-                )
-        self.metrics_port = metrics_port
+        self.connect_timeout = options.seconds(connect_timeout, "connect_timeout") or 0.0
+        self.metrics_port = options.metrics_port(metrics_port)
         self.metrics_host = metrics_host
         self._metrics_registry = metrics_registry
         self.periodic = periodic  # tick the schedules of periodic tasks of our queues
@@ -355,15 +333,9 @@ class Worker:
             self.queue.sql,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
-            retention={
-                status: seconds
-                for status, seconds in (
-                    ("done", self.retention),
-                    ("failed", self.failed_retention),
-                    ("cancelled", self.cancelled_retention),
-                )
-                if seconds is not None
-            },
+            retention=options.retention_by_status(
+                self.retention, self.failed_retention, self.cancelled_retention
+            ),
         )
 
     def _make_listener(self, wakeups: Wakeups) -> Listener:
