@@ -77,10 +77,19 @@ class Queue(Inspection):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def reconfigure(self, *, dsn: str | None = None, schema: str | None = None) -> None:
-        """Point a closed queue at another database or schema (the CLI's --dsn/--schema)."""
+    def reconfigure(
+        self,
+        *,
+        dsn: str | None = None,
+        schema: str | None = None,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Point a closed queue at another database or schema, or add asyncpg connect
+        arguments (the CLI's --dsn, --schema and --statement-cache-size)."""
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
+        if connect_kwargs:
+            self._connect_kwargs.update(connect_kwargs)
         if dsn is not None:
             self.dsn = check_dsn(dsn)
             self._owns_pool = True
