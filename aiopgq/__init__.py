@@ -18,6 +18,7 @@ from ._errors import (
 from ._job import Job, JobStatus, current_job
 from ._queue import Queue
 from ._retry import Retry
+from ._supervisor import WorkerProcesses, run_workers
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -36,7 +37,9 @@ __all__ = [
     "Task",
     "TaskNotFound",
     "Worker",
+    "WorkerProcesses",
     "current_job",
+    "run_workers",
 ]
 
 __version__ = "0.1.0"
