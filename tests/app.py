@@ -41,3 +41,9 @@ async def sleep(seconds: float) -> None:
 async def crash() -> None:
     await record("app.crash")
     os.kill(os.getpid(), 9)
+
+
+@queue.task(name="app.pause", max_attempts=3)
+async def pause(seconds: float) -> None:
+    """Sleep without touching the database (connection-budget tests count connections)."""
+    await asyncio.sleep(seconds)
