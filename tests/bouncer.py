@@ -31,6 +31,10 @@ class Bouncer:
     log_path: Path
     proc: subprocess.Popen[bytes]
 
+    def dsn_for(self, database: str) -> str:
+        """The same user through pgbouncer, to another database of the same server."""
+        return urlunsplit(urlsplit(self.dsn)._replace(path=f"/{database}"))
+
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
