@@ -264,11 +264,11 @@ def run_workers(
     `options` are the worker's (concurrency, queues, listen_dsn, ...); each process is
     `python -m aiopgq worker target ...`. Call it from the main thread.
     """
+    args = worker_args(options)  # bad options fail before anything is imported
+    count = process_count(processes)
     check_target(target)
     grace_period = float(options.get("grace_period", 30.0))
-    supervisor = WorkerProcesses(
-        target, processes, args=worker_args(options), grace_period=grace_period, burst=burst
-    )
+    supervisor = WorkerProcesses(target, count, args=args, grace_period=grace_period, burst=burst)
     return asyncio.run(serve(supervisor))
 
 

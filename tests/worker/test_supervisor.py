@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 
 import asyncpg
+import pytest
 
-from aiopgq import JobStatus, Queue
+import aiopgq
+from aiopgq import ConfigurationError, JobStatus, Queue
 
 from ..helpers import eventually
 from .test_processes import ROOT, cli, run_cli
@@ -218,3 +220,12 @@ async def test_bad_processes_and_bad_target_are_refused_before_any_child_starts(
     assert bad_target.returncode == 2
     assert "'nope' is not an aiopgq.Queue" in bad_target.stderr
     assert "started" not in bad_target.stderr
+
+
+def test_run_workers_refuses_unknown_options_and_bad_counts_before_importing() -> None:
+    with pytest.raises(ConfigurationError, match="unknown option 'concurency'"):
+        aiopgq.run_workers("no_such_module:queue", processes=2, concurency=5)
+    with pytest.raises(ConfigurationError, match="processes must be an int >= 1 or 'auto'"):
+        aiopgq.run_workers("no_such_module:queue", processes="many")
+    with pytest.raises(ConfigurationError, match="cannot import module 'no_such_module'"):
+        aiopgq.run_workers("no_such_module:queue", processes=2)
