@@ -81,12 +81,19 @@ def options() -> argparse.Namespace:
     parser.add_argument("--host-processes", default="1,2", help="processes per simulated host")
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--no-hosts", action="store_true", help="skip the simulated hosts")
+    parser.add_argument(
+        "--plot-only", action="store_true", help="redraw the PNG from results/scaling.json"
+    )
     parser.add_argument("--host-namespaces", default="", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
 def main() -> int:
     opts = options()
+    if opts.plot_only:
+        saved = json.loads((RESULTS / "scaling.json").read_text())
+        plot(saved["results"], saved["server"], saved.get("load_average_at_end"))
+        return 0
     if not opts.no_hosts and not os.environ.get(INSIDE):
         reason = netns.why_not()
         if reason is None:
@@ -351,10 +358,10 @@ def write(rows: list[dict[str, Any]], server: str, opts: argparse.Namespace) -> 
         "concurrency": opts.concurrency,
     }
     (RESULTS / "scaling.json").write_text(json.dumps({**meta, "results": rows}, indent=2) + "\n")
-    plot(rows, server)
+    plot(rows, server, meta["load_average_at_end"])
 
 
-def plot(rows: list[dict[str, Any]], server: str) -> None:
+def plot(rows: list[dict[str, Any]], server: str, load: list[float] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -371,7 +378,8 @@ def plot(rows: list[dict[str, Any]], server: str) -> None:
             r["config"],
             (r["processes"], r["jobs_s"]),
             textcoords="offset points",
-            xytext=(6, -12),
+            xytext=(-8, 8),
+            ha="right",
             fontsize=8,
             color="C3",
         )
@@ -381,7 +389,7 @@ def plot(rows: list[dict[str, Any]], server: str) -> None:
     left.set_xticks([1, 2, 4, 8], labels=["1", "2", "4", "8"])
     left.set_xlabel("worker processes (concurrency 100 each)")
     left.set_ylabel("drain, no-op jobs/s")
-    left.set_ylim(bottom=0)
+    left.set_ylim(0, max(r["jobs_s"] for r in rows) * 1.35)
     right = left.twinx()
     right.plot(x, [r["pg_cores"] for r in single], "^--", color="C2", label="PostgreSQL CPU")
     right.plot(x, [r["worker_cores"] for r in single], "v--", color="C1", label="workers' CPU")
@@ -389,8 +397,9 @@ def plot(rows: list[dict[str, Any]], server: str) -> None:
     right.set_ylim(0, (os.cpu_count() or 2) * 1.1)
     lines = left.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
-    left.legend(lines[0] + more[0], lines[1] + more[1], loc="lower right", fontsize=8)
-    left.set_title(f"aiopgq scale-out, {server}", fontsize=9)
+    left.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize=8)
+    shared = f", load average {load[0]:.1f} at the end (shared machine)" if load else ""
+    left.set_title(f"aiopgq scale-out: {server}\n{os.cpu_count()} cores{shared}", fontsize=8)
     fig.tight_layout()
     fig.savefig(RESULTS / "scaling.png", dpi=110)
 
