@@ -61,21 +61,23 @@ def worker_args() -> list[str]:
 async def test_leader_killed_mid_batch_is_replaced_within_one_interval(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
-    orphan = await queue.enqueue("app.noop", {"n": 1}, max_attempts=3)
-    await conn.execute(
-        f"UPDATE \"{queue.schema}\".jobs SET status = 'running', attempts = 1, "
-        "locked_by = 'gone:1:dead', heartbeat_at = now() - interval '1 hour' WHERE id = $1",
-        orphan.id,
-    )
     first = cli(dsn, queue.schema, *worker_args())
     second = None
     dsn_conn = await asyncpg.connect(dsn)
     try:
         await eventually(lambda: listening(conn, first.pid))
-        # Hold the jobs table so that the leader's next batch blocks after taking the lock.
+        # Hold the jobs table so that the leader's next batch blocks after taking the lock,
+        # and add, in the same transaction, the job of a dead worker: it appears when the
+        # table is released, so only a pass after the leader's death can rescue it.
         blocker = dsn_conn.transaction()
         await blocker.start()
         await dsn_conn.execute(f'LOCK TABLE "{queue.schema}".jobs IN EXCLUSIVE MODE')
+        orphan = await queue.enqueue("app.noop", {"n": 1}, max_attempts=3, connection=dsn_conn)
+        await dsn_conn.execute(
+            f"UPDATE \"{queue.schema}\".jobs SET status = 'running', attempts = 1, "
+            "locked_by = 'gone:1:dead', heartbeat_at = now() - interval '1 hour' WHERE id = $1",
+            orphan.id,
+        )
         leader_backend = await eventually(
             lambda: leader_lock_holder(conn, queue.schema), within=INTERVAL * 5
         )
@@ -86,7 +88,7 @@ async def test_leader_killed_mid_batch_is_replaced_within_one_interval(
 
         os.kill(first.pid, signal.SIGKILL)  # the leader dies holding the lock, mid-batch
         first.wait(10)
-        await blocker.rollback()
+        await blocker.commit()
         released = time.monotonic()
 
         async def rescued() -> bool:
@@ -95,7 +97,11 @@ async def test_leader_killed_mid_batch_is_replaced_within_one_interval(
 
         await eventually(rescued, within=INTERVAL * 10, every=0.01)
         took = time.monotonic() - released
-        await eventually(lambda: conn.fetchval(f"SELECT count(*) = 1 FROM {ledger}"))
+
+        async def done() -> bool:
+            return (await queue.get_job(orphan.id)).status is JobStatus.DONE
+
+        await eventually(done)  # run by the survivor and committed, before we kill it
         ran_by = await conn.fetchval(f"SELECT pid FROM {ledger}")
     finally:
         await dsn_conn.close()
