@@ -19,6 +19,7 @@ from ._job import Job, JobStatus, current_job
 from ._queue import Queue
 from ._retry import Retry
 from ._supervisor import WorkerProcesses, run_workers
+from ._sync import SyncQueue
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -34,6 +35,7 @@ __all__ = [
     "QueueNotOpen",
     "Retry",
     "SchemaError",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",

@@ -33,11 +33,17 @@ class QueueCore:
 
     @property
     def pool(self) -> asyncpg.Pool:
+        """The open pool; QueueNotOpen before open() and after close()."""
         if self._pool is None:
             raise QueueNotOpen(
                 "the queue is not open: use `async with queue:` or `await queue.open()`"
             )
         return self._pool
+
+    def _check_open(self, connection: Connection | None) -> None:
+        """QueueNotOpen unless a call can get a connection: its own, or the pool's."""
+        if connection is None:
+            self.pool  # noqa: B018 - raises QueueNotOpen when closed
 
     def connect_args(self) -> tuple[str | None, dict[str, Any]]:
         """How to open a connection outside the pool (the worker's LISTEN connection)."""

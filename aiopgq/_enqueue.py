@@ -81,12 +81,27 @@ def make_batch(
     max_payload_bytes: int,
     options: Options,
 ) -> Batch:
-    """Payloads of a bulk enqueue, checked against the task's signature (TypeError names
-    the one at fault); their JSON is checked when encoded (as_array or each)."""
-    payload_list = [dict(p) for p in payloads]
+    """Payloads of a bulk enqueue, checked against the task's signature (the TypeError
+    names the item at fault by its index: "item 3: task x: missing ..."); their JSON is
+    checked when encoded (as_array or each)."""
+    payload_list: list[dict[str, Any]] = []
+    append = payload_list.append
+    items = iter(payloads)  # not iterable: TypeError as is
+    try:
+        for item in items:
+            append(dict(item))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"item {len(payload_list)}: expected a dict of the task's arguments ({exc})"
+        ) from None
     if known is not None:
-        for payload in payload_list:
-            known.check_keywords(payload)
+        check = known.check_keywords
+        try:
+            for arguments in payload_list:
+                check(arguments)
+        except TypeError as exc:
+            # The first equal dict is the one at fault: the check reads only the keys.
+            raise TypeError(f"item {payload_list.index(arguments)}: {exc}") from None
     return Batch(task, payload_list, options, max_payload_bytes)
 
 

@@ -13,10 +13,11 @@ from ._db import migrations
 from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.migrations import missing_schema_as_error
-from ._db.pool import create_pool
+from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
+    TaskDefaults,
     copy_batch,
     insert_batch,
     insert_job,
@@ -27,6 +28,7 @@ from ._errors import ConfigurationError
 from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
+from ._registry import RegistryCache, RegistryLookup
 from ._retry import Retry
 from ._task import Task
 from ._worker.worker import Worker
@@ -35,9 +37,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Inspection, RegistryLookup):
     """A job queue in one PostgreSQL schema.
 
+    Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
+    the environment's AIOPGQ_DSN, else DATABASE_URL; ConfigurationError when none is set.
+
+    >>> queue = Queue()  # AIOPGQ_DSN
     >>> queue = Queue("postgresql://localhost/app")
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
     """
@@ -65,6 +71,7 @@ class Queue(Inspection):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self._registry = RegistryCache()
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
@@ -82,10 +89,15 @@ class Queue(Inspection):
         *,
         dsn: str | None = None,
         schema: str | None = None,
+        max_pool_size: int | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        """Point a closed queue at another database or schema, or add asyncpg connect
-        arguments (the CLI's --dsn, --schema and --statement-cache-size)."""
+        """Point a closed queue at another database or schema, size its pool, or add asyncpg
+        connect arguments (the CLI's --dsn, --schema, --max-pool-size and
+        --statement-cache-size); None keeps a setting.
+
+        >>> queue.reconfigure(schema="staging")
+        """
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
         if connect_kwargs:
@@ -96,12 +108,21 @@ class Queue(Inspection):
         if schema is not None:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
+        if max_pool_size is not None:
+            if max_pool_size < 1:
+                raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
+            self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
+        self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
 
-        With `retry_for`, an unreachable server is retried with backoff for that
-        many seconds (logging each try) before ConfigurationError is raised.
+        An unreachable server raises ConfigurationError at once; with `retry_for`, it is
+        retried with backoff for that many seconds first (a WARNING on the `aiopgq.queue`
+        logger when the outage starts, reminders every 30 s), e.g. while a database
+        container starts next to yours. Wrong credentials or a missing database fail at once.
+
+        >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
         """
         if self._pool is not None:
             return
@@ -112,6 +133,7 @@ class Queue(Inspection):
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""
+        self._registry_lock = None  # bound to this event loop
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -129,14 +151,18 @@ class Queue(Inspection):
         await self.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade the schema; returns the versions applied."""
+        """Create or upgrade the schema; returns the versions applied. Needs no open():
+        a closed queue uses a connection of its own. Safe to run concurrently.
+
+        >>> await queue.migrate()  # [] when already up to date
+        """
         if self._pool is None:
             assert self.dsn is not None
-            conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
+            own = await connect(self.dsn, self._connect_kwargs)
             try:
-                return await migrations.migrate(conn, self.schema)
+                return await migrations.migrate(own, self.schema)
             finally:
-                await conn.close()
+                await own.close()
         async with self.pool.acquire() as conn:
             return await migrations.migrate(conn, self.schema)
 
@@ -214,17 +240,25 @@ class Queue(Inspection):
         connection: Connection | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Enqueue a job by task name; defaults come from the task if registered here.
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         """
         known = self.tasks.get(task)
-        if known is not None and payload is not None:
-            payload = known.bind((), payload)  # same checks as known.enqueue()
+        defaults: TaskDefaults | None = known
+        if known is not None:
+            if payload is not None:
+                payload = known.bind((), payload)  # same checks as known.enqueue()
+        else:  # not registered here: the registry's declaration, if any
+            defaults = await self._declared(task, connection)
+            if defaults is not None:
+                defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
         opts = resolve_options(
-            known,
+            defaults,
             queue=queue,
             run_at=run_at,
             delay=delay,
@@ -261,8 +295,10 @@ class Queue(Inspection):
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
@@ -284,8 +320,10 @@ class Queue(Inspection):
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
+            self._check_open(connection)
             return 0
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
@@ -293,6 +331,7 @@ class Queue(Inspection):
 
     def _batch(
         self,
+        known: TaskDefaults | None,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
         queue: str | None,
@@ -301,7 +340,6 @@ class Queue(Inspection):
         priority: int | None,
         max_attempts: int | None,
     ) -> Batch:
-        known = self.tasks.get(task)
         opts = resolve_options(
             known,
             queue=queue,

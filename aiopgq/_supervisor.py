@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from ._errors import ConfigurationError
@@ -216,39 +217,54 @@ def _describe(code: int | None) -> str:
     return f"exit code {code}"
 
 
-# Worker options of run_workers -> `aiopgq worker` flags (flags without a value: booleans).
-_FLAGS = {
-    "queues": "--queues",
-    "concurrency": "--concurrency",
-    "poll_interval": "--poll-interval",
-    "grace_period": "--grace-period",
-    "heartbeat_interval": "--heartbeat-interval",
-    "visibility_timeout": "--visibility-timeout",
-    "maintenance_interval": "--maintenance-interval",
-    "listen_dsn": "--listen-dsn",
-    "statement_cache_size": "--statement-cache-size",
-    "dsn": "--dsn",
-    "schema": "--schema",
-}
-_SWITCHES = {"hold_transaction": "--hold-transaction", "listen": "--no-listen"}
+# Worker options of run_workers that `aiopgq worker` takes as `--name-with-dashes VALUE`.
+_VALUED = frozenset(
+    {
+        "queues",
+        "concurrency",
+        "poll_interval",
+        "recheck_interval",
+        "heartbeat_interval",
+        "visibility_timeout",
+        "grace_period",
+        "completion_interval",
+        "completion_batch_size",
+        "maintenance_interval",
+        "blocked_loop_warning",
+        "connect_timeout",
+        "retention",
+        "failed_retention",
+        "cancelled_retention",
+        "max_pool_size",
+        "listen_dsn",
+        "statement_cache_size",
+        "dsn",
+        "schema",
+    }
+)
+_KEEP_WHEN_NONE = frozenset({"retention", "failed_retention", "cancelled_retention"})
 
 
 def worker_args(options: Mapping[str, Any]) -> list[str]:
     """`aiopgq worker` flags for worker options given as keywords."""
     args: list[str] = []
     for name, value in options.items():
-        if name in _FLAGS:
-            if value is None:
-                continue
-            if name == "queues" and not isinstance(value, str):
-                value = ",".join(value)
-            args += [_FLAGS[name], str(value)]
-        elif name in _SWITCHES:
-            if bool(value) != (name == "listen"):  # listen=False and hold_transaction=True
-                args.append(_SWITCHES[name])
-        else:
-            known = ", ".join(sorted([*_FLAGS, *_SWITCHES]))
+        flag = "--" + name.replace("_", "-")
+        if name == "listen":
+            args += [] if value else ["--no-listen"]
+        elif name == "hold_transaction":
+            args += [flag] if value else []
+        elif name not in _VALUED:
+            known = ", ".join(sorted(_VALUED | {"listen", "hold_transaction"}))
             raise ConfigurationError(f"run_workers() got an unknown option {name!r}: use {known}")
+        elif value is None:
+            args += [flag, "none"] if name in _KEEP_WHEN_NONE else []  # keep those rows
+        else:
+            if isinstance(value, timedelta):
+                value = value.total_seconds()
+            elif name == "queues" and not isinstance(value, str):
+                value = ",".join(value)
+            args += [flag, str(value)]
     return args
 
 
@@ -267,7 +283,8 @@ def run_workers(
     args = worker_args(options)  # bad options fail before anything is imported
     count = process_count(processes)
     check_target(target)
-    grace_period = float(options.get("grace_period", 30.0))
+    grace = options.get("grace_period", 30.0)
+    grace_period = grace.total_seconds() if isinstance(grace, timedelta) else float(grace)
     supervisor = WorkerProcesses(target, count, args=args, grace_period=grace_period, burst=burst)
     return asyncio.run(serve(supervisor))
 

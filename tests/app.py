@@ -43,6 +43,11 @@ async def crash() -> None:
     os.kill(os.getpid(), 9)
 
 
+@queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
+async def mail(to: str, subject: str = "") -> None:
+    await record("app.mail")
+
+
 @queue.task(name="app.pause", max_attempts=3)
 async def pause(seconds: float) -> None:
     """Sleep without touching the database (connection-budget tests count connections)."""

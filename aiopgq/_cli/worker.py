@@ -5,83 +5,193 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import os
 import signal
+from typing import Any
 
 from .._errors import ConfigurationError
 from .._supervisor import WorkerProcesses, process_count, serve, worker_args
+from .._worker.worker import Worker
 from .common import AddCommand, UsageError, dsn_of, load_queue
 
 logger = logging.getLogger("aiopgq.cli")
 
-# The worker options that take a value: (flag, type, default). Children of --processes
-# get the same values.
-_VALUED = (
-    ("--queues", str, None),
-    ("--concurrency", int, 10),
-    ("--poll-interval", float, 2.0),
-    ("--grace-period", float, 30.0),
-    ("--heartbeat-interval", float, 5.0),
-    ("--visibility-timeout", float, 30.0),
-    ("--maintenance-interval", float, 5.0),
-)
+# The worker's settings on the command line: (flag, type, metavar, help). The defaults come
+# from Worker itself, so `--help` cannot disagree with the library.
+_SETTINGS: list[tuple[str, type, str, str]] = [
+    ("--concurrency", int, "N", "jobs run at once, also the largest batch claimed"),
+    ("--poll-interval", float, "SECONDS", "look for jobs this often when no NOTIFY comes"),
+    (
+        "--recheck-interval",
+        float,
+        "SECONDS",
+        "after a short, non-empty batch, look again this soon before sleeping",
+    ),
+    ("--heartbeat-interval", float, "SECONDS", "extend the leases of running jobs this often"),
+    (
+        "--visibility-timeout",
+        float,
+        "SECONDS",
+        "a running job without heartbeat for this long goes back to pending",
+    ),
+    ("--grace-period", float, "SECONDS", "at stop, wait this long for running jobs"),
+    (
+        "--completion-interval",
+        float,
+        "SECONDS",
+        "write an outcome no claim carried within this time",
+    ),
+    (
+        "--completion-batch-size",
+        int,
+        "JOBS",
+        "write outcomes at once when this many are waiting",
+    ),
+    (
+        "--maintenance-interval",
+        float,
+        "SECONDS",
+        "rescue expired leases, prune old rows and refresh statistics this often",
+    ),
+    (
+        "--blocked-loop-warning",
+        float,
+        "SECONDS",
+        "warn (job id, task) when a handler blocks the event loop this long; 0: never",
+    ),
+    (
+        "--connect-timeout",
+        float,
+        "SECONDS",
+        "at start, retry an unreachable database this long",
+    ),
+]
+# Retention flags: seconds, or none/keep (never prune), per finished status.
+_RETENTIONS = [
+    ("--retention", "done"),
+    ("--failed-retention", "failed"),
+    ("--cancelled-retention", "cancelled"),
+]
+_WORKER_DEFAULTS = {
+    name: parameter.default for name, parameter in inspect.signature(Worker).parameters.items()
+}
 
 
 def register(add: AddCommand) -> None:
-    worker = add("worker", "run a worker")
+    worker = add("worker", "run a worker until SIGINT or SIGTERM (a second one aborts)")
     worker.add_argument("target", help="MODULE:QUEUE, the module-level aiopgq.Queue with the tasks")
-    for flag, kind, default in _VALUED:
-        worker.add_argument(flag, type=kind, default=default)
-    worker.add_argument("--hold-transaction", action="store_true")
-    worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument(
-        "--processes",
-        help="run N worker processes (or 'auto': one per CPU) under a supervisor that "
-        "restarts a crashed one",
+        "--queues", help="comma-separated queues to serve (default: those of the tasks)"
+    )
+    for flag, kind, metavar, text in _SETTINGS:
+        name = flag[2:].replace("-", "_")
+        worker.add_argument(
+            flag,
+            type=kind,
+            metavar=metavar,
+            dest=name,
+            help=f"{text} (default: {_WORKER_DEFAULTS[name]})",
+        )
+    worker.add_argument(
+        "--no-listen",
+        dest="listen",
+        action="store_const",
+        const=False,
+        help="poll only: no LISTEN connection, no wake-up by NOTIFY (default: listen)",
+    )
+    for flag, rows in _RETENTIONS:
+        default = _WORKER_DEFAULTS[flag[2:].replace("-", "_")].total_seconds()
+        worker.add_argument(
+            flag,
+            type=retention_seconds,
+            default=argparse.SUPPRESS,  # given or not; None (keep) is a value
+            metavar="SECONDS",
+            help=f"prune {rows} jobs this long after they finished; 'none' or 'keep': never "
+            f"(default: {default:.0f} = {default / 86_400:g} day{'s' if default > 86_400 else ''})",
+        )
+    worker.add_argument(
+        "--hold-transaction",
+        action="store_const",
+        const=True,
+        help="run each batch inside the transaction that claimed it (short, trusted jobs)",
+    )
+    worker.add_argument(
+        "--max-pool-size",
+        type=int,
+        metavar="N",
+        help="connections of the queue's pool (default: the Queue's max_pool_size, 10 unless set)",
     )
     worker.add_argument(
         "--listen-dsn",
-        default=os.environ.get("AIOPGQ_LISTEN_DSN"),
-        help="direct database URL for LISTEN when --dsn goes through pgbouncer in "
-        "transaction mode (default: $AIOPGQ_LISTEN_DSN, else the --dsn)",
-    )
-    worker.add_argument(
-        "--no-listen", action="store_true", help="poll only (every --poll-interval), no LISTEN"
+        default=os.environ.get("AIOPGQ_LISTEN_DSN") or None,
+        metavar="URL",
+        help="direct database URL for the LISTEN connection when --dsn goes through pgbouncer "
+        "in transaction mode (default: $AIOPGQ_LISTEN_DSN, else the queue's database)",
     )
     worker.add_argument(
         "--statement-cache-size",
         type=int,
+        metavar="N",
         help="asyncpg's prepared-statement cache; 0 through pgbouncer in transaction mode "
-        "(before pgbouncer 1.21 or without max_prepared_statements)",
+        "before pgbouncer 1.21 or without its max_prepared_statements (default: asyncpg's, 100)",
     )
-    worker.add_argument("--no-uvloop", action="store_true")
+    worker.add_argument(
+        "--processes",
+        metavar="N",
+        help="run N worker processes ('auto': one per CPU) under a supervisor that restarts "
+        "a crashed one (default: this process only)",
+    )
+    worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
+    worker.add_argument(
+        "--no-uvloop", action="store_true", help="plain asyncio even when uvloop is installed"
+    )
     worker.set_defaults(run=run_worker, uvloop=True)
 
 
+def retention_seconds(text: str) -> float | None:
+    """A retention flag's value: seconds >= 0, or none/keep for no pruning."""
+    if text.strip().lower() in ("none", "keep"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds >= 0, nor 'none'/'keep' (never prune)"
+        )
+    return seconds
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Worker settings given on the command line (the others keep Worker's defaults)."""
+    names = [flag[2:].replace("-", "_") for flag, *_ in _SETTINGS]
+    options = {name: getattr(args, name) for name in [*names, "listen", "hold_transaction"]}
+    given = {name: value for name, value in options.items() if value is not None}
+    for flag, _ in _RETENTIONS:  # None is a value here: keep those rows
+        name = flag[2:].replace("-", "_")
+        if name in args:
+            given[name] = getattr(args, name)
+    return given
+
+
 async def run_worker(args: argparse.Namespace) -> int:
-    queue = load_queue(args.target)  # also before --processes: a typo fails here, once
-    if args.processes is not None:
+    if args.dsn:  # for a module whose `Queue()` reads it at import
+        os.environ["AIOPGQ_DSN"] = dsn_of(args)
+    queue = load_queue(args.target)
+    if args.processes is not None:  # the module was imported once here: a typo fails once
         return await _supervise(args)
-    if args.dsn or args.schema or args.statement_cache_size is not None:
+    if args.dsn or args.schema or args.max_pool_size or args.statement_cache_size is not None:
         queue.reconfigure(
             dsn=dsn_of(args) if args.dsn else None,
             schema=args.schema,
+            max_pool_size=args.max_pool_size,
             connect_kwargs=_connect_kwargs(args),
         )
     queues = [q for q in (args.queues or "").split(",") if q] or None
-    worker = queue.worker(
-        queues=queues,
-        concurrency=args.concurrency,
-        poll_interval=args.poll_interval,
-        grace_period=args.grace_period,
-        heartbeat_interval=args.heartbeat_interval,
-        visibility_timeout=args.visibility_timeout,
-        maintenance_interval=args.maintenance_interval,
-        hold_transaction=args.hold_transaction,
-        listen=not args.no_listen,
-        listen_dsn=args.listen_dsn,
-    )
+    worker = queue.worker(queues=queues, listen_dsn=args.listen_dsn, **worker_options(args))
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))
     stops = 0
@@ -115,26 +225,21 @@ async def _supervise(args: argparse.Namespace) -> int:
         count = process_count(args.processes)
     except ConfigurationError as exc:
         raise UsageError(f"--processes: {exc}") from None
-    options = {
-        flag.lstrip("-").replace("-", "_"): getattr(args, flag.lstrip("-").replace("-", "_"))
-        for flag, _, _ in _VALUED
-    }
     child_args = worker_args(
         {
-            **options,
-            "hold_transaction": args.hold_transaction,
-            "listen": not args.no_listen,
+            **worker_options(args),
+            "queues": args.queues,
+            "max_pool_size": args.max_pool_size,
             "listen_dsn": args.listen_dsn,
             "statement_cache_size": args.statement_cache_size,
             "dsn": dsn_of(args) if args.dsn else None,
             "schema": args.schema,
         }
     )
-    if args.verbose:
-        child_args.append("--verbose")
-    if args.no_uvloop:
-        child_args.append("--no-uvloop")
+    child_args += ["--verbose"] if args.verbose else []
+    child_args += ["--no-uvloop"] if args.no_uvloop else []
+    grace = args.grace_period if args.grace_period is not None else _WORKER_DEFAULTS["grace_period"]
     supervisor = WorkerProcesses(
-        args.target, count, args=child_args, grace_period=args.grace_period, burst=args.burst
+        args.target, count, args=child_args, grace_period=float(grace), burst=args.burst
     )
     return await serve(supervisor)

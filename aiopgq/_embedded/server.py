@@ -20,16 +20,12 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
-import sys
-import threading
 import time
 import weakref
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
 
 from .._errors import EmbeddedServerError
 from .._identifiers import is_identifier
@@ -41,6 +37,7 @@ from .data import (
     prepare_persistent,
     reachable_default_data_dir,
 )
+from .running import HOST, dsn_for, preferred_ports, running_server
 from .supervisor import Client
 
 __all__ = [
@@ -48,7 +45,6 @@ __all__ = [
     "default_data_dir",
     "find_pg_bin_dir",
     "persistent_data_dir",
-    "serve_forever",
     "start_persistent",
     "start_throwaway",
 ]
@@ -57,7 +53,6 @@ log = logging.getLogger("aiopgq.embedded")
 
 START_TIMEOUT = 30.0
 _RUNTIME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-_STOP_ON = (signal.SIGINT, signal.SIGTERM)
 
 # Live servers: stopped at interpreter exit, forgotten by forked children (see _after_fork).
 _live: weakref.WeakSet[EmbeddedServer] = weakref.WeakSet()
@@ -72,7 +67,7 @@ class EmbeddedServer:
             conn = await asyncpg.connect(server.ensure_database("app"))
     """
 
-    host = "127.0.0.1"
+    host = HOST
 
     def __init__(
         self,
@@ -104,7 +99,7 @@ class EmbeddedServer:
 
     def dsn_for(self, database: str) -> str:
         """DSN of another database on this server."""
-        return f"postgresql://postgres@{self.host}:{self.port}/{quote(database, safe='')}"
+        return dsn_for(self.port, database)
 
     def ensure_database(self, name: str) -> str:
         """Create database ``name`` unless it exists; return its DSN.
@@ -230,6 +225,7 @@ def start_throwaway(
         data_dir,
         run_dir,
         port,
+        [],
         initdb=True,
         persistent=False,
         extra_settings=settings,
@@ -240,15 +236,26 @@ def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -
     """Start a server on a data folder kept across runs (initialised on first use).
 
     Durable default settings. ``data_dir`` defaults to `default_data_dir` for the binaries'
-    major version.
+    major version. Without ``port``, the port of the folder's last start if it is free, else
+    5433 if free, else a free one: a DSN stays valid across restarts. A folder that a server
+    runs on already is an EmbeddedServerError naming that server's DSN.
 
         server = start_persistent()  # ~/.local/share/aiopgq/pg18
     """
     bin_dir, account, major = _binaries()
     data_dir = (data_dir or default_data_dir(major)).expanduser().absolute()
+    running = running_server(data_dir)
+    if running is not None:
+        raise EmbeddedServerError(
+            f"PostgreSQL already runs on data folder {data_dir} (pid {running.pid}, port "
+            f"{running.port}): connect to {running.dsn}, or stop that server first"
+        )
     initdb = prepare_persistent(data_dir, major, account)
     run_dir = make_run_dir(account)
-    return _launch(bin_dir, account, major, data_dir, run_dir, port, initdb=initdb, persistent=True)
+    preferred = [] if port is not None else preferred_ports(data_dir)
+    return _launch(
+        bin_dir, account, major, data_dir, run_dir, port, preferred, initdb=initdb, persistent=True
+    )
 
 
 def persistent_data_dir() -> tuple[Path, Path | None]:
@@ -278,6 +285,7 @@ def _launch(
     data_dir: Path,
     run_dir: Path,
     port: int | None,
+    preferred_ports: list[int],
     *,
     initdb: bool,
     persistent: bool,
@@ -292,6 +300,7 @@ def _launch(
         "data_dir": str(data_dir),
         "log_path": str(data_dir / "aiopgq-server.log"),
         "port": port,
+        "preferred_ports": preferred_ports,
         "settings": settings,
         "initdb_args": initdb_args(major, durable=persistent) if initdb else None,
         "user": account.as_config(),
@@ -363,32 +372,3 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-
-
-def serve_forever(data_dir: Path | None, port: int | None) -> int:
-    """Run a persistent server until SIGINT or SIGTERM; ``aiopgq server`` calls this.
-
-    Prints the DSN and data folder; returns the process exit code.
-
-        raise SystemExit(serve_forever(None, None))
-    """
-    stop = threading.Event()
-    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_ON}
-    try:
-        try:
-            server = start_persistent(data_dir, port=port)
-        except EmbeddedServerError as exc:
-            print(f"aiopgq server: {exc}", file=sys.stderr)
-            return 1
-        with server:
-            print(f"PostgreSQL {server.major} is ready: {server.dsn}")
-            print(f"data folder: {server.data_dir}  log: {server.log_path}")
-            print("stop with Ctrl-C", flush=True)
-            while not stop.wait(0.5):
-                if not server.running():
-                    print(f"aiopgq server: PostgreSQL exited; see {server.log_path}")
-                    return 1
-        return 0
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
