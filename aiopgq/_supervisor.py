@@ -31,6 +31,7 @@ _HEALTHY_AFTER = 30.0
 _FIRST_DELAY, _MAX_DELAY = 0.5, 30.0
 # After the grace period, children still running get this long before SIGKILL.
 _KILL_MARGIN = 10.0
+_USAGE_ERROR = 2  # the CLI's exit status for a bad command line
 
 
 def process_count(processes: int | str) -> int:
@@ -109,6 +110,7 @@ class WorkerProcesses:
         self.restarts = 0
         self._children: dict[int, asyncio.subprocess.Process] = {}  # slot -> child
         self._stops = 0
+        self._refused = False  # a child exited with a usage error
         self._stopped = asyncio.Event()
 
     @property
@@ -139,10 +141,13 @@ class WorkerProcesses:
     async def run(self) -> int:
         """Run the children until stop() (or, with burst, until each finds no work).
 
-        Returns 0 when every child ended cleanly, 130 after an abort, 1 otherwise.
+        Returns 0 when every child ended cleanly, 2 when a child refused its command line
+        (nothing is restarted then), 130 after an abort, 1 otherwise.
         """
         logger.info("starting %d worker processes: %s", self.count, " ".join(self.command[2:]))
         codes = await asyncio.gather(*(self._keep(slot) for slot in range(self.count)))
+        if self._refused:
+            return _USAGE_ERROR
         if self._stops > 1:
             return 130
         return 0 if all(code == 0 for code in codes) else 1
@@ -165,6 +170,15 @@ class WorkerProcesses:
             logger.info("worker process %d started (pid %d)", slot, child.pid)
             code = await self._wait(child)
             if self._stopped.is_set() or (self.burst and code == 0):
+                return code
+            if code == _USAGE_ERROR:  # a bad option: every restart would fail the same way
+                logger.error(
+                    "worker process %d (pid %d) refused its command line (exit 2): stopping all",
+                    slot,
+                    child.pid,
+                )
+                self._refused = True
+                self.stop()
                 return code
             lived = time.monotonic() - started
             delay = _FIRST_DELAY if lived >= _HEALTHY_AFTER else delay

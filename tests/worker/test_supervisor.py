@@ -190,8 +190,10 @@ async def test_run_workers_from_python(
     jobs = await queue.enqueue_many("app.sleep", [{"seconds": 0.2}] * 30)
     code = (
         "import sys, aiopgq\n"
+        "from datetime import timedelta\n"
         "sys.exit(aiopgq.run_workers('tests.app:queue', processes=2, burst=True,"
-        " concurrency=3, queues=['default']))\n"
+        " concurrency=3, queues=['default'], retention=None,"
+        " poll_interval=timedelta(seconds=0.5), listen=False))\n"
     )
     env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_TEST_SCHEMA": queue.schema}
     env["PYTHONPATH"] = str(ROOT)
@@ -229,3 +231,18 @@ def test_run_workers_refuses_unknown_options_and_bad_counts_before_importing() -
         aiopgq.run_workers("no_such_module:queue", processes="many")
     with pytest.raises(ConfigurationError, match="cannot import module 'no_such_module'"):
         aiopgq.run_workers("no_such_module:queue", processes=2)
+
+
+async def test_a_child_refusing_its_command_line_stops_the_supervisor(
+    dsn: str, queue: Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exit status 2 (a bad option) would fail the same way at every restart: no loop."""
+    env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_TEST_SCHEMA": queue.schema}
+    env["PYTHONPATH"] = str(ROOT)
+    processes = aiopgq.WorkerProcesses("tests.app:queue", 2, args=["--no-such-flag"], env=env)
+    started = time.monotonic()
+    code = await asyncio.wait_for(processes.run(), 60)
+    assert code == 2
+    assert time.monotonic() - started < 30
+    assert processes.restarts == 0
+    assert "refused its command line" in caplog.text
