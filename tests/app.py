@@ -46,9 +46,3 @@ async def crash() -> None:
 @queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
 async def mail(to: str, subject: str = "") -> None:
     await record("app.mail")
-
-
-@queue.task(name="app.pause", max_attempts=3)
-async def pause(seconds: float) -> None:
-    """Sleep without touching the database (connection-budget tests count connections)."""
-    await asyncio.sleep(seconds)

@@ -125,7 +125,7 @@ async def test_eight_workers_of_concurrency_100_fit_max_connections_20_through_p
             "-m",
             "aiopgq",
             "worker",
-            "tests.app:queue",
+            "tests.scaling.budget_app:queue",
             "--processes",
             str(processes),
             "--concurrency",
@@ -139,7 +139,7 @@ async def test_eight_workers_of_concurrency_100_fit_max_connections_20_through_p
         ]
         log = tmp_path / "workers.log"
         async with queue:
-            jobs = await queue.enqueue_many("app.pause", [{"seconds": 1.0}] * 2400)
+            jobs = await queue.enqueue_many("budget.pause", [{"seconds": 1.0}] * 2400)
             monitor = await asyncpg.connect(direct)
             proc = spawn(args, env, log)
             peaks = {"bouncer": 0, "listeners": 0, "backends": 0, "running": 0}
