@@ -19,6 +19,7 @@ from ._job import Job, JobStatus, current_job
 from ._observer import Observer
 from ._queue import Queue
 from ._retry import Retry
+from ._supervisor import WorkerProcesses, run_workers
 from ._sync import SyncQueue
 from ._task import Task
 from ._unique import DuplicateJob
@@ -43,7 +44,9 @@ __all__ = [
     "Task",
     "TaskNotFound",
     "Worker",
+    "WorkerProcesses",
     "current_job",
+    "run_workers",
 ]
 
 

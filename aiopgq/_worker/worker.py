@@ -24,6 +24,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskGroup, TaskStatus
 
+from .._db.dsn import check_dsn
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
 from . import options
@@ -69,6 +70,7 @@ class Worker:
         poll_interval: float | timedelta = 2.0,
         recheck_interval: float | timedelta = 0.003,
         listen: bool = True,
+        listen_dsn: str | None = None,
         heartbeat_interval: float | timedelta = 5.0,
         visibility_timeout: float | timedelta = 30.0,
         grace_period: float | timedelta = 30.0,
@@ -98,6 +100,9 @@ class Worker:
         self.poll_interval = options.seconds(poll_interval, "poll_interval") or 0.001
         self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
+        # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
+        # the listener then needs a direct address (see "Scaling" in the README).
+        self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
         self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
         self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
         options.check_lease(self.visibility_timeout, self.heartbeat_interval)
@@ -340,6 +345,7 @@ class Worker:
 
     def _make_listener(self, wakeups: Wakeups) -> Listener:
         dsn, kwargs = self.queue.connect_args()
+        dsn = self.listen_dsn or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
 
         async def connect() -> asyncpg.Connection:
