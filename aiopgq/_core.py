@@ -13,6 +13,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import asyncpg
 
 from ._db.connection import Connection
+from ._db.pooled import Operation, run_pooled
 from ._db.statements import Statements
 from ._errors import ConfigurationError, QueueNotOpen
 from ._observer import Observer
@@ -21,6 +22,7 @@ from ._task import Enqueuer, Task
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class QueueCore:
@@ -97,3 +99,10 @@ class QueueCore:
         else:
             async with self.pool.acquire() as conn:
                 yield conn
+
+    async def _run(self, connection: Connection | None, op: Operation[T]) -> T:
+        """`op` on the caller's connection, else on a pool connection (one found dead
+        before anything was sent is replaced: see aiopgq/_db/pooled.py)."""
+        if connection is not None:
+            return await op(connection)
+        return await run_pooled(self.pool, op)

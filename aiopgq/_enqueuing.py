@@ -85,12 +85,15 @@ class Enqueuing(RegistryLookup, Unique):
             return jobs[0]
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    row = await insert_job(conn, self.sql, task, text, opts)
+                row = await self._run(
+                    connection, lambda conn: insert_job(conn, self.sql, task, text, opts)
+                )
             else:
                 with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
-                    async with self._connection(connection) as conn:
-                        row = await insert_job(conn, self.sql, task, text, opts, seen.trace)
+                    row = await self._run(
+                        connection,
+                        lambda conn: insert_job(conn, self.sql, task, text, opts, seen.trace),
+                    )
                     seen.job_ids = [row[0]]
         return build_job(
             id=row[0],
@@ -140,12 +143,12 @@ class Enqueuing(RegistryLookup, Unique):
             return jobs
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    return await insert_batch(conn, self.sql, batch)
+                return await self._run(connection, lambda conn: insert_batch(conn, self.sql, batch))
             count = len(batch.payloads)
             with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                async with self._connection(connection) as conn:
-                    jobs = await insert_batch(conn, self.sql, batch, seen.trace)
+                jobs = await self._run(
+                    connection, lambda conn: insert_batch(conn, self.sql, batch, seen.trace)
+                )
                 seen.job_ids = [job.id for job in jobs]
             return jobs
 
@@ -185,12 +188,14 @@ class Enqueuing(RegistryLookup, Unique):
             return created
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    return await copy_batch(conn, self.schema, batch)
+                return await self._run(
+                    connection, lambda conn: copy_batch(conn, self.schema, batch)
+                )
             count = len(batch.payloads)
             with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                async with self._connection(connection) as conn:
-                    return await copy_batch(conn, self.schema, batch, seen.trace)
+                return await self._run(
+                    connection, lambda conn: copy_batch(conn, self.schema, batch, seen.trace)
+                )
 
     async def _checked_batch(
         self,

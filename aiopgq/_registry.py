@@ -113,6 +113,8 @@ class RegistryLookup(QueueCore):
             async with self._registry_lock:
                 if cache.needs_read(task):  # not read meanwhile by a concurrent enqueue
                     with missing_schema_as_error(self.schema):
-                        async with self._connection(connection) as conn:
-                            cache.update(await conn.fetch(self.sql.registered_tasks))
+                        rows = await self._run(
+                            connection, lambda conn: conn.fetch(self.sql.registered_tasks)
+                        )
+                        cache.update(rows)
         return cache.resolve(task)

@@ -130,8 +130,9 @@ class Unique(QueueCore):
         )
         try:
             with missing_schema_as_error(self.schema):
-                async with self._connection(connection) as conn:
-                    rows = await conn.fetch(self.sql.enqueue_unique, *args)
+                rows = await self._run(
+                    connection, lambda conn: conn.fetch(self.sql.enqueue_unique, *args)
+                )
         except asyncpg.UniqueViolationError as exc:
             holder = _holder_of(exc)
             if holder is None:

@@ -9,6 +9,9 @@ from collections.abc import Callable
 import anyio
 import asyncpg
 
+from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .presence import Presence
@@ -23,19 +26,25 @@ async def run_heartbeat(
     held_ids: Callable[[], list[int]],
     interval: float,
     presence: Presence,
+    outage: Outage,
 ) -> None:
     """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`, then
     the registry row (one statement more per interval, held jobs or not)."""
-    backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
+    backoff = Backoff(logger, "heartbeat", interval=interval, outage=outage)
     while True:
         await anyio.sleep(interval)
         ids = held_ids()
         if ids:
+
+            async def beat(conn: Connection, ids: list[int] = ids) -> None:
+                await conn.execute(sql.heartbeat, ids, worker_id)
+
             try:
-                async with pool.acquire() as conn:
-                    await conn.execute(sql.heartbeat, ids, worker_id)
+                await run_pooled(pool, beat)
             except Exception as exc:
                 backoff.failed(exc)  # the interval is the delay
             else:
                 backoff.succeeded()
+        else:
+            backoff.idle()  # nothing to extend: no failure left to retry
         await presence.beat()

@@ -24,13 +24,15 @@ import anyio
 import asyncpg
 from anyio.abc import TaskGroup, TaskStatus
 
-from .._db.dsn import check_dsn
+from .._db.dsn import check_dsn, redact
+from .._db.outage import Outage
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
 from . import options
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
+from .connections import connection_name, connector
 from .contracts import QueueSpec
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher
@@ -152,7 +154,7 @@ class Worker:
     @property
     def listener_name(self) -> str:
         """application_name of this worker's LISTEN connection (in pg_stat_activity)."""
-        return f"aiopgq-listener {self.id}"[:63]
+        return connection_name("listener", self.id)
 
     @property
     def listener(self) -> Listener | None:
@@ -177,6 +179,8 @@ class Worker:
         try:
             await queue.check_schema()
             await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
+            dsn, _ = queue.connect_args()
+            outage = Outage(redact(dsn) if dsn else "")  # one account of database trouble
             presence = Presence(
                 queue.pool,
                 queue.sql,
@@ -184,10 +188,13 @@ class Worker:
                 queues=self.queues,
                 concurrency=self.concurrency,
                 heartbeat_interval=self.heartbeat_interval,
+                outage=outage,
             )
             await presence.beat()  # listed from the start, not from the first heartbeat
             try:
-                await self._serve(queue.pool, presence, burst=burst, task_status=task_status)
+                await self._serve(
+                    queue.pool, presence, outage, burst=burst, task_status=task_status
+                )
             finally:
                 await presence.leave()
         finally:
@@ -199,6 +206,7 @@ class Worker:
         self,
         pool: asyncpg.Pool,
         presence: Presence,
+        outage: Outage,
         *,
         burst: bool,
         task_status: TaskStatus[None],
@@ -212,6 +220,7 @@ class Worker:
             sql,
             self.id,
             wakeups=wakeups,
+            outage=outage,
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
@@ -222,8 +231,11 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids, traced=traced)
-        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        fetch_connect = connector(self.queue, connection_name("fetcher", self.id))
+        claims = Claims(
+            fetch_connect, sql, self.queues, self.id, completer, held_ids, traced=traced
+        )
+        listener = self._make_listener(wakeups, outage) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -236,6 +248,7 @@ class Worker:
                 self.id,
                 wakeups,
                 awake,
+                outage=outage,
                 concurrency=self.concurrency,
                 poll_interval=self.poll_interval,
             )
@@ -246,6 +259,7 @@ class Worker:
                 completer,
                 wakeups,
                 awake,
+                outage=outage,
                 concurrency=self.concurrency,
                 poll_interval=self.poll_interval,
                 recheck_interval=self.recheck_interval,
@@ -262,16 +276,15 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            services.start_soon(
-                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval, presence
-            )
-            services.start_soon(self._maintain, pool)
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, presence, outage)
+            services.start_soon(run_heartbeat, *beat)
+            services.start_soon(self._maintain, pool, outage)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
             schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
             if self.periodic and schedules and not burst:
                 scheduler = Scheduler(
-                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval, outage=outage
                 )
                 services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
@@ -332,10 +345,11 @@ class Worker:
         )
         self.serving_metrics_port = await services.start(server.run)
 
-    async def _maintain(self, pool: asyncpg.Pool) -> None:
+    async def _maintain(self, pool: asyncpg.Pool, outage: Outage) -> None:
         await run_maintenance(
             pool,
             self.queue.sql,
+            outage=outage,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
             retention=options.retention_by_status(
@@ -343,15 +357,9 @@ class Worker:
             ),
         )
 
-    def _make_listener(self, wakeups: Wakeups) -> Listener:
-        dsn, kwargs = self.queue.connect_args()
-        dsn = self.listen_dsn or dsn
-        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
-
-        async def connect() -> asyncpg.Connection:
-            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
-
-        return Listener(connect, self.queue.sql, self.queues, wakeups)
+    def _make_listener(self, wakeups: Wakeups, outage: Outage) -> Listener:
+        connect = connector(self.queue, self.listener_name, self.listen_dsn)
+        return Listener(connect, self.queue.sql, self.queues, wakeups, outage=outage)
 
     # -- running in the background of an asyncio service ---------------------------
 
