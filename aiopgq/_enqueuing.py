@@ -47,6 +47,7 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> Job:
         """Enqueue a job by task name. Defaults and argument checks come from the task if
         registered here, else from the registry workers keep (TaskNotFound for a name
@@ -56,6 +57,9 @@ class Enqueuing(RegistryLookup, Unique):
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
+
+        `enqueue_retry_for` waits out an unreachable database for this call (README,
+        "Producers during an outage"); the queue's `enqueue_retry_for` when None.
         """
         known = self.tasks.get(task)
         defaults: TaskDefaults | None = known
@@ -63,7 +67,7 @@ class Enqueuing(RegistryLookup, Unique):
             if payload is not None:
                 payload = known.bind((), payload)  # same checks as known.enqueue()
         else:  # not registered here: the registry's declaration, if any
-            defaults = await self._declared(task, connection)
+            defaults = await self._declared(task, connection, enqueue_retry_for)
             if defaults is not None:
                 defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
@@ -80,19 +84,22 @@ class Enqueuing(RegistryLookup, Unique):
         unique = uniqueness(keys, 1, unique_for, on_conflict)
         if unique is not None:
             jobs, _ = await self._enqueue_unique(
-                task, [arguments], f"[{text}]", opts, unique, connection
+                task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
             )
             return jobs[0]
         with missing_schema_as_error(self.schema):
             if self._observer is None:
                 row = await self._run(
-                    connection, lambda conn: insert_job(conn, self.sql, task, text, opts)
+                    connection,
+                    lambda conn: insert_job(conn, self.sql, task, text, opts),
+                    enqueue_retry_for,
                 )
             else:
                 with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
                     row = await self._run(
                         connection,
                         lambda conn: insert_job(conn, self.sql, task, text, opts, seen.trace),
+                        enqueue_retry_for,
                     )
                     seen.job_ids = [row[0]]
         return build_job(
@@ -120,6 +127,7 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
 
@@ -130,7 +138,15 @@ class Enqueuing(RegistryLookup, Unique):
         >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
         """
         batch = await self._checked_batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+            task,
+            payloads,
+            queue,
+            run_at,
+            delay,
+            priority,
+            max_attempts,
+            connection,
+            enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -138,16 +154,26 @@ class Enqueuing(RegistryLookup, Unique):
             return []
         if unique is not None:
             jobs, _ = await self._enqueue_unique(
-                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+                task,
+                batch.payloads,
+                batch.as_array(),
+                batch.options,
+                unique,
+                connection,
+                enqueue_retry_for,
             )
             return jobs
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                return await self._run(connection, lambda conn: insert_batch(conn, self.sql, batch))
+                return await self._run(
+                    connection, lambda conn: insert_batch(conn, self.sql, batch), enqueue_retry_for
+                )
             count = len(batch.payloads)
             with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
                 jobs = await self._run(
-                    connection, lambda conn: insert_batch(conn, self.sql, batch, seen.trace)
+                    connection,
+                    lambda conn: insert_batch(conn, self.sql, batch, seen.trace),
+                    enqueue_retry_for,
                 )
                 seen.job_ids = [job.id for job in jobs]
             return jobs
@@ -166,6 +192,7 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
 
@@ -175,7 +202,15 @@ class Enqueuing(RegistryLookup, Unique):
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
         batch = await self._checked_batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+            task,
+            payloads,
+            queue,
+            run_at,
+            delay,
+            priority,
+            max_attempts,
+            connection,
+            enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -183,18 +218,26 @@ class Enqueuing(RegistryLookup, Unique):
             return 0
         if unique is not None:
             _, created = await self._enqueue_unique(
-                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+                task,
+                batch.payloads,
+                batch.as_array(),
+                batch.options,
+                unique,
+                connection,
+                enqueue_retry_for,
             )
             return created
         with missing_schema_as_error(self.schema):
             if self._observer is None:
                 return await self._run(
-                    connection, lambda conn: copy_batch(conn, self.schema, batch)
+                    connection, lambda conn: copy_batch(conn, self.schema, batch), enqueue_retry_for
                 )
             count = len(batch.payloads)
             with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
                 return await self._run(
-                    connection, lambda conn: copy_batch(conn, self.schema, batch, seen.trace)
+                    connection,
+                    lambda conn: copy_batch(conn, self.schema, batch, seen.trace),
+                    enqueue_retry_for,
                 )
 
     async def _checked_batch(
@@ -207,9 +250,12 @@ class Enqueuing(RegistryLookup, Unique):
         priority: int | None,
         max_attempts: int | None,
         connection: Connection | None,
+        retry_for: float | timedelta | None,
     ) -> Batch:
         """The payloads checked against the task here, else the registry's declaration."""
-        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(task, connection)
+        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(
+            task, connection, retry_for
+        )
         opts = resolve_options(
             known,
             queue=queue,

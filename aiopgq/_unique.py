@@ -105,6 +105,13 @@ def _window(unique_for: timedelta | float | None) -> timedelta | None:
     return window
 
 
+def _resendable(unique: Uniqueness) -> bool:
+    """Sending this keyed insert again after its reply was lost cannot enqueue twice: every
+    job has a key, and a held key returns its holder (on_conflict="ignore"; "raise" would
+    fail on the first attempt's own job, "replace" would replace it)."""
+    return unique.on_conflict == "ignore" and all(key is not None for key in unique.keys)
+
+
 class Unique(QueueCore):
     async def _enqueue_unique(
         self,
@@ -114,6 +121,7 @@ class Unique(QueueCore):
         opts: Options,
         unique: Uniqueness,
         connection: Connection | None,
+        retry_for: float | timedelta | None = None,
     ) -> tuple[list[Job], int]:
         """Enqueue keyed jobs; each payload's Job (new, or the holder of its key) and how
         many are new. Raises DuplicateJob for on_conflict="raise"."""
@@ -131,7 +139,10 @@ class Unique(QueueCore):
         try:
             with missing_schema_as_error(self.schema):
                 rows = await self._run(
-                    connection, lambda conn: conn.fetch(self.sql.enqueue_unique, *args)
+                    connection,
+                    lambda conn: conn.fetch(self.sql.enqueue_unique, *args),
+                    retry_for,
+                    idempotent=_resendable(unique),
                 )
         except asyncpg.UniqueViolationError as exc:
             holder = _holder_of(exc)
