@@ -566,6 +566,7 @@ async def test_connection_squeeze_running_workers_carry_on_new_one_retries(
             waited = await c.wait_ready(within=30)
             lines = log_since(newcomer, mark)
             await assert_single_jobs_start_fast(c, "after the squeeze")
+            await c.wait_settled(RECOVERY_WINDOW)
             c.current.pop(2)
             c.assert_alive(pids)
             figures = await c.check_invariants()
