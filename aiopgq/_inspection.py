@@ -8,7 +8,7 @@ from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._errors import JobNotFound
-from ._job import Job, job_from_record
+from ._job import Job, JobStatus, job_from_record
 
 
 class Inspection(QueueCore):
@@ -45,6 +45,29 @@ class Inspection(QueueCore):
             f"no job with id {job_id} in schema {self.schema} "
             "(never enqueued there, or finished and pruned after the retention period)"
         )
+
+    async def list_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """The newest jobs (highest id first) with this status, queue and task, if given.
+
+        >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
+        """
+        statuses = [s.value for s in JobStatus]
+        wanted = None if status is None else getattr(status, "value", status)
+        if wanted is not None and wanted not in statuses:
+            raise ValueError(f"status must be one of {', '.join(statuses)}, got {status!r}")
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit)
+        return [job_from_record(row) for row in rows]
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""

@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from ._control import Control
 from ._db import migrations
 from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
@@ -24,7 +25,6 @@ from ._enqueue import (
     resolve_options,
 )
 from ._errors import ConfigurationError
-from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
 from ._retry import Retry
@@ -35,7 +35,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Control):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

@@ -80,6 +80,9 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "retry_jobs",
+            "failed_jobs_page",
+            "list_jobs",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -118,3 +121,6 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    retry_jobs: str
+    failed_jobs_page: str
+    list_jobs: str

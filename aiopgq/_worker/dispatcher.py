@@ -30,8 +30,9 @@ JOB_TASK_PREFIX = "aiopgq job "
 def describe_error(exc: BaseException) -> str:
     """Exception type, message and traceback, trimmed for the last_error column."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if len(text) > _MAX_ERROR_CHARS:
-        text = text[:1000] + "\n...\n" + text[-(_MAX_ERROR_CHARS - 1000) :]
+    if len(text) > _MAX_ERROR_CHARS:  # the head says where, the tail what
+        cut = "\n...\n"
+        text = text[:1000] + cut + text[-(_MAX_ERROR_CHARS - 1000 - len(cut)) :]
     return text
 
 
