@@ -1,4 +1,4 @@
-"""Control: what operators do to queues and jobs (retry failed jobs)."""
+"""Control: what operators do to queues and jobs (pause, resume, retry)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,33 @@ _RETRY_PAGE = 1000
 
 
 class Control(Inspection):
+    async def pause(self, queue: str) -> None:
+        """Stop workers from claiming the queue's jobs (running jobs finish; enqueue works).
+
+        Workers hear of it at once by NOTIFY, and in any case within one poll interval.
+
+        >>> await queue.pause("emails")
+        >>> await queue.resume("emails")  # workers claim again at once
+        """
+        await self._set_paused(queue, True)
+
+    async def resume(self, queue: str) -> None:
+        """Let workers claim the queue's jobs again, and wake them now.
+
+        >>> await queue.resume("emails")
+        """
+        await self._set_paused(queue, False)
+
+    async def paused_queues(self) -> list[str]:
+        """The paused queues, sorted.
+
+        >>> await queue.paused_queues()
+        ['emails']
+        """
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                return list(await conn.fetchval(self.sql.paused_queues, None))
+
     async def retry(self, job_id: int) -> bool:
         """Re-queue a failed or cancelled job as new (attempts reset, run now); its past
         errors stay in `Job.errors`. False if the job is in another state, or a live job
@@ -69,6 +96,13 @@ class Control(Inspection):
             row = await conn.fetchrow(self.sql.retry_jobs, *args)
         assert row is not None  # aggregates: always one row
         return list(row["ids"])
+
+    async def _set_paused(self, queue: str, paused: bool) -> None:
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                await conn.fetchval(
+                    self.sql.set_queue_paused, check_queue_name(queue), paused, self.sql.channel
+                )
 
     async def _must_exist(self, conn: Connection, job_id: int) -> None:
         if await conn.fetchrow(self.sql.get_job, job_id) is None:

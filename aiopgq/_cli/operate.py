@@ -1,4 +1,4 @@
-"""`aiopgq retry`: an operator re-queues failed (or cancelled) jobs."""
+"""`aiopgq pause`, `resume` and `retry`: an operator's hands on queues and jobs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,14 @@ from .common import AddCommand, UsageError, queue_of
 
 
 def register(add: AddCommand) -> None:
+    pause = add("pause", "stop workers from claiming a queue's jobs (running jobs finish)")
+    pause.add_argument("queues", nargs="+", metavar="QUEUE", help="the queues to pause")
+    pause.set_defaults(run=pause_queues)
+
+    resume = add("resume", "let workers claim a paused queue's jobs again (wakes them at once)")
+    resume.add_argument("queues", nargs="+", metavar="QUEUE", help="the queues to resume")
+    resume.set_defaults(run=resume_queues)
+
     retry = add("retry", "re-queue failed (or cancelled) jobs with their attempts reset")
     retry.add_argument("ids", nargs="*", type=int, metavar="ID", help="failed or cancelled jobs")
     retry.add_argument(
@@ -19,6 +27,22 @@ def register(add: AddCommand) -> None:
     retry.add_argument("--task", help="every failed job of this task (default: of any task)")
     retry.add_argument("--all-failed", action="store_true", help="every failed job")
     retry.set_defaults(run=retry_jobs)
+
+
+async def pause_queues(args: argparse.Namespace) -> int:
+    async with queue_of(args) as queue:
+        for name in args.queues:
+            await queue.pause(name)
+            print(f"paused queue {name}")
+    return 0
+
+
+async def resume_queues(args: argparse.Namespace) -> int:
+    async with queue_of(args) as queue:
+        for name in args.queues:
+            await queue.resume(name)
+            print(f"resumed queue {name}")
+    return 0
 
 
 async def retry_jobs(args: argparse.Namespace) -> int:

@@ -80,6 +80,8 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "set_queue_paused",
+            "paused_queues",
             "retry_jobs",
             "failed_jobs_page",
             "list_jobs",
@@ -121,6 +123,8 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    set_queue_paused: str
+    paused_queues: str
     retry_jobs: str
     failed_jobs_page: str
     list_jobs: str

@@ -1,8 +1,9 @@
 """Worker: builds the runtime's parts and wires them, here and nowhere else.
 
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
-                          |    <--flushed, retry times-- completer <--outcomes--+
-                          +--wake--> fetcher
+    |                     |    <--flushed, retry times-- completer <--outcomes--+
+    |                     +--wake--> fetcher                ^
+    +--control messages--> controls --pause/resume--> pauses (read by claims)
 heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
 """
 
@@ -27,12 +28,14 @@ from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
 from .contracts import QueueSpec
+from .control import Controls
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
+from .pauses import Pauses
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -177,8 +180,12 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids)
-        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        # Half a poll interval: a pause missed by NOTIFY holds within one (pauses.py).
+        pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
+        await pauses.refresh(pool)  # before the first claim
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids)
+        controls = Controls(pauses)
+        listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -221,6 +228,7 @@ class Worker:
                 run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
             )
             services.start_soon(self._maintain, pool)
+            services.start_soon(pauses.run, pool)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
@@ -275,14 +283,14 @@ class Worker:
             retention=self.retention,
         )
 
-    def _make_listener(self, wakeups: Wakeups) -> Listener:
+    def _make_listener(self, wakeups: Wakeups, controls: Controls) -> Listener:
         dsn, kwargs = self.queue.connect_args()
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
 
         async def connect() -> asyncpg.Connection:
             return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
-        return Listener(connect, self.queue.sql, self.queues, wakeups)
+        return Listener(connect, self.queue.sql, self.queues, wakeups, controls=controls)
 
     # -- running in the background of an asyncio service ---------------------------
 

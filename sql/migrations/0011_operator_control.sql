@@ -1,6 +1,13 @@
--- aiopgq schema, version 11: operator control (an error history for retrying
--- failed jobs).
+-- aiopgq schema, version 11: operator control (pause and resume queues, an error
+-- history for retrying failed jobs).
 --
+-- Paused queues. Workers read this flag when they start, when the LISTEN connection
+-- (re)connects, on the control NOTIFYs that pause and resume send, and every half
+-- poll interval as a fallback; they leave paused queues out of the list their claim
+-- reads. The claim statement itself does not look at this table (see
+-- aiopgq/_worker/pauses.py). Enqueueing into a paused queue works as always.
+ALTER TABLE {{schema}}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
+
 -- The errors of a job's failed attempts, oldest first: a JSON array of objects
 -- {"at": epoch seconds, "attempt": n, "worker": id or null, "error": text}, at most
 -- the last 10 (each error is capped by the worker: aiopgq/_worker/dispatcher.py).
