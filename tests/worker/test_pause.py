@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import signal
 import subprocess
 import time
@@ -43,6 +45,25 @@ async def test_paused_queue_is_left_alone_and_enqueue_still_works(queue: Queue) 
     assert await queue.paused_queues() == []
     await queue.worker(queues=["emails", "reports"]).run(burst=True)
     assert ran == ["reports", "emails"]
+
+
+async def test_burst_worker_with_every_queue_paused_returns_at_once_and_cleanly(
+    dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It returns before its maintenance has finished connecting: cancelling asyncpg's
+    # SSL negotiation half-way left a future whose error asyncio reported at exit.
+    await Queue(dsn, schema=schema).migrate()
+    for _ in range(3):
+        queue = Queue(dsn, schema=schema)
+        async with queue:
+            await queue.pause("idle")
+            started = time.monotonic()
+            await queue.worker(queues=["idle"]).run(burst=True)
+            assert time.monotonic() - started < 5
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        gc.collect()
+        await asyncio.sleep(0.1)
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
 
 
 async def test_running_worker_hears_pause_at_once_and_resume_wakes_it(queue: Queue) -> None:
