@@ -1,4 +1,4 @@
-"""Control: what operators do to queues and jobs (pause, resume, retry)."""
+"""Control: what operators do to queues and jobs (pause, resume, cancel, retry)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,23 @@ class Control(Inspection):
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
                 return list(await conn.fetchval(self.sql.paused_queues, None))
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a pending or running job: True if this call cancelled it, False if it had
+        finished (nothing changes); JobNotFound, as get_job, when no job has that id.
+
+        A running job ends `cancelled` at once and is not retried; its worker stops the
+        handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
+        handler running in a thread cannot be interrupted: its result is discarded.
+
+        >>> if await queue.cancel(job.id): print("cancelled, running or not")
+        """
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                row = await conn.fetchrow(self.sql.cancel, job_id, self.sql.channel)
+        if row is None:
+            raise self._not_found(job_id)
+        return bool(row["cancelled"])
 
     async def retry(self, job_id: int) -> bool:
         """Re-queue a failed or cancelled job as new (attempts reset, run now); its past

@@ -26,20 +26,6 @@ class Inspection(QueueCore):
             raise self._not_found(job_id)
         return job_from_record(row)
 
-    async def cancel(self, job_id: int) -> bool:
-        """Cancel a job that has not started: True if this call cancelled it, False if it is
-        running or finished (it is left alone); JobNotFound, as get_job, when no job has
-        that id.
-
-        >>> if not await queue.cancel(job.id): print("too late: it started")
-        """
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                cancelled: bool | None = await conn.fetchval(self.sql.cancel, job_id)
-        if cancelled is None:
-            raise self._not_found(job_id)
-        return cancelled
-
     def _not_found(self, job_id: int) -> JobNotFound:
         return JobNotFound(
             f"no job with id {job_id} in schema {self.schema} "

@@ -1,4 +1,4 @@
-"""The operator's commands: jobs, job, retry (through the CLI)."""
+"""The operator's commands: jobs, job, retry, cancel, pause, resume (through the CLI)."""
 
 from __future__ import annotations
 
@@ -61,3 +61,37 @@ async def test_jobs_job_and_retry_commands(dsn: str, queue: Queue) -> None:
     code, out, _ = cli("retry", "--all-failed")
     assert (code, out.strip()) == (0, "re-queued 1 failed job")
     assert (await queue.get_job(other.id)).status is JobStatus.PENDING
+
+
+async def test_retry_cancel_pause_resume_refuse_bad_input_in_one_line(
+    dsn: str, queue: Queue
+) -> None:
+    def cli(*args: str) -> tuple[int, str, str]:
+        done = run_cli(dsn, queue.schema, "--schema", queue.schema, *args)
+        return done.returncode, done.stdout, done.stderr
+
+    usage = [
+        (["retry"], "name the jobs to retry: ids, --queue Q, --task T or --all-failed"),
+        (["retry", "1", "--all-failed"], "give job ids, or --queue/--task/--all-failed, not both"),
+        (["retry", "--all-failed", "--queue", "q"], "--all-failed retries every failed job"),
+        (["jobs", "--limit", "0"], "--limit must be at least 1"),
+    ]
+    for args, message in usage:
+        code, _, err = cli(*args)
+        assert code == 2 and err.startswith("aiopgq: ") and message in err, (args, err)
+    code, _, err = cli("pause", "")
+    assert code == 1 and err.startswith("aiopgq: queue name must be"), err
+    code, out, err = cli("cancel", "31337")
+    assert code == 1 and err.startswith(f"aiopgq: no job with id 31337 in schema {queue.schema}")
+
+    job = await queue.enqueue("cli.x", {}, queue="held")
+    code, out, _ = cli("pause", "held", "other")
+    assert (code, out.splitlines()) == (0, ["paused queue held", "paused queue other"])
+    assert await queue.paused_queues() == ["held", "other"]
+    code, out, _ = cli("resume", "other")
+    assert (code, out.strip()) == (0, "resumed queue other")
+    assert await queue.paused_queues() == ["held"]
+    code, out, _ = cli("cancel", str(job.id))
+    assert (code, out.strip()) == (0, f"cancelled job {job.id}")
+    code, out, _ = cli("retry", str(job.id))
+    assert (code, out.strip()) == (0, f"re-queued job {job.id}")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import pytest
 
-from aiopgq import JobNotFound, JobStatus, Queue, Retry
+from aiopgq import JobNotFound, JobStatus, Queue, QueueNotOpen, Retry
 
 from .helpers import eventually
 
@@ -191,3 +193,19 @@ async def test_list_jobs_filters_newest_first(queue: Queue) -> None:
         await queue.list_jobs(status="broken")
     with pytest.raises(ValueError, match="limit must be"):
         await queue.list_jobs(limit=0)
+
+
+async def test_operator_calls_on_a_closed_queue_say_how_to_open_it(dsn: str, schema: str) -> None:
+    queue = Queue(dsn, schema=schema)
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {
+        "pause": lambda: queue.pause("q"),
+        "resume": lambda: queue.resume("q"),
+        "paused_queues": queue.paused_queues,
+        "retry": lambda: queue.retry(1),
+        "retry_failed": queue.retry_failed,
+        "list_jobs": queue.list_jobs,
+    }
+    for name, call in calls.items():
+        with pytest.raises(QueueNotOpen, match="async with queue:"):
+            await call()
+            pytest.fail(f"{name} ran on a closed queue")

@@ -1,4 +1,4 @@
-"""`aiopgq pause`, `resume` and `retry`: an operator's hands on queues and jobs."""
+"""`aiopgq pause`, `resume`, `cancel` and `retry`: an operator's hands on queues and jobs."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ def register(add: AddCommand) -> None:
     resume = add("resume", "let workers claim a paused queue's jobs again (wakes them at once)")
     resume.add_argument("queues", nargs="+", metavar="QUEUE", help="the queues to resume")
     resume.set_defaults(run=resume_queues)
+
+    cancel = add("cancel", "cancel pending or running jobs (a running handler is stopped)")
+    cancel.add_argument("ids", nargs="+", type=int, metavar="ID", help="the jobs to cancel")
+    cancel.set_defaults(run=cancel_jobs)
 
     retry = add("retry", "re-queue failed (or cancelled) jobs with their attempts reset")
     retry.add_argument("ids", nargs="*", type=int, metavar="ID", help="failed or cancelled jobs")
@@ -43,6 +47,22 @@ async def resume_queues(args: argparse.Namespace) -> int:
             await queue.resume(name)
             print(f"resumed queue {name}")
     return 0
+
+
+async def cancel_jobs(args: argparse.Namespace) -> int:
+    failures = 0
+    async with queue_of(args) as queue:
+        for job_id in args.ids:
+            try:
+                if await queue.cancel(job_id):
+                    print(f"cancelled job {job_id}")
+                else:
+                    job = await queue.get_job(job_id)
+                    print(f"job {job_id} is {job.status.value} already: nothing to cancel")
+            except JobNotFound as exc:
+                print(f"aiopgq: {exc}", file=sys.stderr)
+                failures += 1
+    return 1 if failures else 0
 
 
 async def retry_jobs(args: argparse.Namespace) -> int:

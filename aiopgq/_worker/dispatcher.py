@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,7 @@ class Dispatcher:
         self._idle.set()
         self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
+        self._cancelling: dict[int, Job] = {}  # runs stopped by cancel(), by job id
 
     def start(
         self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
@@ -69,16 +70,39 @@ class Dispatcher:
         # The loop's own create_task: asyncio.create_task's wrapper looks the loop up and
         # names the task afterwards, per task; the task factory is the same.
         create_task = asyncio.get_running_loop().create_task
+        job_tasks = self._job_tasks
         for row in rows:
             job, payload = job_from_claimed_row(row, instants)
+            if job.id in job_tasks:
+                # We still run this job: its lease was lost meanwhile (rescued after missed
+                # heartbeats, or cancelled and retried before we heard of it), so that
+                # run's outcome can no longer be written. Stop it; this run replaces it.
+                self.cancel([job.id])
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
             task = create_task(self._run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-            self._job_tasks[job.id] = task
+            job_tasks[job.id] = task
             started.append(task)
         return started
+
+    def cancel(self, job_ids: Iterable[int]) -> int:
+        """Stop the handlers of these jobs, which were cancelled in the database
+        (cancel.sql): their runs write no outcome. Jobs we do not run are ignored.
+        Returns how many handlers were stopped."""
+        cancelling = self._cancelling
+        for job_id in [i for i, job in cancelling.items() if self.running.get(i) is not job]:
+            del cancelling[job_id]  # their runs ended before the cancellation reached them
+        stopped = 0
+        for job_id in job_ids:
+            job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+            if job is None or task is None or cancelling.get(job_id) is job:
+                continue
+            cancelling[job_id] = job
+            task.cancel()
+            stopped += 1
+        return stopped
 
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
@@ -115,8 +139,12 @@ class Dispatcher:
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
-            self._job_tasks.pop(job.id, None)  # by id: cheaper than asyncio.current_task()
-            del self.running[job.id]
+            mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
+            newest = self.running.pop(job.id)
+            if newest is not job:  # a newer run of this job replaced us (start): it stays
+                self.running[job.id] = newest
+                if mine is not None:
+                    self._job_tasks[job.id] = mine
             if not self.running:
                 self._idle.set()
             self._slot_freed()
@@ -138,6 +166,15 @@ class Dispatcher:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
+            if self._cancelling.get(job.id) is job:
+                del self._cancelling[job.id]
+                logger.info(
+                    "job %s (%s) cancelled while running",
+                    job.id,
+                    job.task,
+                    extra={"job_id": job.id, "task": job.task, "queue": job.queue},
+                )
+                return  # the database says cancelled already: no outcome to write
             if self.releasing:
                 sink.release(job)
                 raise

@@ -1,9 +1,13 @@
-"""Heartbeat: extends the lease of every job this worker holds, in one statement."""
+"""Heartbeat: extends the lease of every job this worker holds, in one statement.
+
+The same statement returns the jobs among them that were cancelled meanwhile: the
+fallback for a cancel NOTIFY the listener missed (sql/heartbeat.sql).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import asyncpg
@@ -20,8 +24,10 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
+    cancelled: Callable[[Sequence[int]], object],
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`, and
+    pass those that were cancelled to `cancelled`."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
@@ -30,8 +36,10 @@ async def run_heartbeat(
             continue
         try:
             async with pool.acquire() as conn:
-                await conn.execute(sql.heartbeat, ids, worker_id)
+                gone = await conn.fetchval(sql.heartbeat, ids, worker_id)
         except Exception as exc:
             backoff.failed(exc)  # the interval is the delay
         else:
             backoff.succeeded()
+            if gone:
+                cancelled(gone)

@@ -4,6 +4,7 @@ listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (cla
     |                     |    <--flushed, retry times-- completer <--outcomes--+
     |                     +--wake--> fetcher                ^
     +--control messages--> controls --pause/resume--> pauses (read by claims)
+                                    --cancel--> dispatcher <--cancelled-- heartbeat
 heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
 """
 
@@ -184,7 +185,7 @@ class Worker:
         pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
         await pauses.refresh(pool)  # before the first claim
         claims = Claims(pool, sql, pauses, self.id, completer, held_ids)
-        controls = Controls(pauses)
+        controls = Controls(pauses, dispatcher)
         listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
@@ -225,7 +226,13 @@ class Worker:
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
             services.start_soon(
-                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
+                run_heartbeat,
+                pool,
+                sql,
+                self.id,
+                held_ids,
+                self.heartbeat_interval,
+                dispatcher.cancel,
             )
             services.start_soon(self._maintain, pool)
             services.start_soon(pauses.run, pool)
