@@ -18,6 +18,7 @@ from ._errors import (
 from ._job import Job, JobError, JobStatus, current_job
 from ._queue import Queue
 from ._retry import Retry
+from ._sync import SyncQueue
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -34,6 +35,7 @@ __all__ = [
     "QueueNotOpen",
     "Retry",
     "SchemaError",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",
