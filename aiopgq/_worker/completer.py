@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import Protocol
 
 import anyio
 import asyncpg
@@ -16,6 +17,17 @@ from .._job import Job
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.completer")
+
+
+class Sink(Protocol):
+    """Where the dispatcher reports how each job ended: the Completer (lease mode), a
+    batch's Outcomes (hold mode), or either behind an observer (observing.py) or the
+    DEBUG log (dispatcher.py)."""
+
+    def done(self, job: Job, result: str | None) -> None: ...
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
+    def release(self, job: Job) -> None: ...
+    def cancelled(self, job: Job) -> None: ...  # cancelled while it ran: no write
 
 
 class Outcomes:
@@ -54,6 +66,9 @@ class Outcomes:
     def release(self, job: Job) -> None:
         self.release_ids.append(job.id)
         self.release_attempts.append(job.attempts)
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
         """Apply every outcome (at most three statements); returns retry times scheduled."""
@@ -136,6 +151,9 @@ class Completer:
     def release(self, job: Job) -> None:
         self._buffer.release(job)
         self._added()
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     def _added(self) -> None:
         if self._idle.is_set():
