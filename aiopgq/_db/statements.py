@@ -91,6 +91,11 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "set_queue_paused",
+            "paused_queues",
+            "retry_jobs",
+            "failed_jobs_page",
+            "list_jobs",
             "register_tasks",
             "registered_tasks",
             "insert_job_traced",
@@ -146,6 +151,11 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    set_queue_paused: str
+    paused_queues: str
+    retry_jobs: str
+    failed_jobs_page: str
+    list_jobs: str
     register_tasks: str
     registered_tasks: str
     insert_job_traced: str

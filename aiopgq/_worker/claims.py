@@ -2,12 +2,14 @@
 
 A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them running
 in one statement; the `done`s the completer buffered ride along and commit with it.
+It reads the worker's queues that are not paused (pauses.py): the statement and its
+queue argument are chosen again only when that set changes.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -17,6 +19,7 @@ from asyncpg.pool import PoolConnectionProxy
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .completer import Completer
+from .pauses import Pauses
 
 logger = logging.getLogger("aiopgq.fetcher")
 
@@ -26,7 +29,7 @@ class Claims:
         self,
         pool: asyncpg.Pool,
         sql: Statements,
-        queues: Sequence[str],
+        pauses: Pauses,
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
@@ -38,10 +41,11 @@ class Claims:
         self._worker_id = worker_id
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
-        several = len(queues) > 1
-        self._claim = sql.claim(several_queues=several, completing=False, traced=traced)
-        self._claim_completing = sql.claim(several_queues=several, completing=True, traced=traced)
-        self._queues_arg: str | list[str] = list(queues) if several else queues[0]
+        self._pauses = pauses
+        self._claim = self._claim_completing = ""
+        self._queues_arg: str | list[str] | None = None  # None: every queue is paused
+        self._version = -1
+        self._traced = traced
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self.count = 0
@@ -55,6 +59,10 @@ class Claims:
                 logger.warning(
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
+        if self._version != self._pauses.version:
+            self._target()
+        if self._queues_arg is None:
+            return []
         self.count += 1
         riding = self._completer.take_done()
         try:
@@ -75,6 +83,18 @@ class Claims:
             raise
         self._completer.landed(riding, committed=True)
         return rows
+
+    def _target(self) -> None:
+        """Claim from the queues not paused: one queue's statement or the several's."""
+        queues = self._pauses.active()
+        several = len(queues) > 1
+        traced = self._traced
+        self._claim = self._sql.claim(several_queues=several, completing=False, traced=traced)
+        self._claim_completing = self._sql.claim(
+            several_queues=several, completing=True, traced=traced
+        )
+        self._queues_arg = (list(queues) if several else queues[0]) if queues else None
+        self._version = self._pauses.version
 
     def failed(self) -> None:
         """A claim failed: its reply was lost, maybe after it committed. Before the next
