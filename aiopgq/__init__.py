@@ -16,6 +16,7 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobStatus, current_job
+from ._limits import QueueSettings
 from ._queue import Queue
 from ._retry import Retry
 from ._task import Task
@@ -31,6 +32,7 @@ __all__ = [
     "JobStatus",
     "Queue",
     "QueueNotOpen",
+    "QueueSettings",
     "Retry",
     "SchemaError",
     "Task",

@@ -38,6 +38,7 @@ class Options:
     priority: int
     max_attempts: int
     run_at: datetime | None  # None: now, by the server's clock
+    concurrency_key: str | None = None  # the key of a queue's per-key limit
 
 
 def resolve_options(
@@ -48,6 +49,7 @@ def resolve_options(
     delay: timedelta | float | None,
     priority: int | None,
     max_attempts: int | None,
+    concurrency_key: str | None = None,
 ) -> Options:
     """Checked options; `known` is the task if it is registered in this process."""
     return Options(
@@ -55,6 +57,7 @@ def resolve_options(
         priority=check_priority(_or(priority, known.priority if known else 0)),
         max_attempts=check_max_attempts(_or(max_attempts, known.max_attempts if known else 5)),
         run_at=resolve_run_at(run_at, delay),
+        concurrency_key=None if concurrency_key is None else check_key(concurrency_key),
     )
 
 
@@ -99,7 +102,7 @@ async def insert_job(
     idempotency_key: str | None,
 ) -> asyncpg.Record:
     """Insert one job; its row (id, run_at, created_at), or the live job holding the key."""
-    args = (
+    args: tuple[Any, ...] = (
         task,
         payload_text,
         opts.queue,
@@ -108,11 +111,14 @@ async def insert_job(
         opts.max_attempts,
         idempotency_key,
     )
-    row: asyncpg.Record | None = await conn.fetchrow(sql.insert_job, *args)
+    statement = sql.insert_job
+    if opts.concurrency_key is not None:  # its own statement: unkeyed jobs bind nothing more
+        statement, args = sql.insert_job_keyed, (*args, opts.concurrency_key)
+    row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
     if row is None:  # idempotency key already held by a live job
         row = await conn.fetchrow(sql.find_by_idempotency_key, idempotency_key)
         if row is None:  # finished between the two statements: enqueue afresh
-            row = await conn.fetchrow(sql.insert_job, *args)
+            row = await conn.fetchrow(statement, *args)
     assert row is not None
     return row
 
@@ -120,8 +126,7 @@ async def insert_job(
 async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[Job]:
     """Insert every job of the batch in one statement (one JSON array parsed once)."""
     opts = batch.options
-    row = await conn.fetchrow(
-        sql.insert_jobs,
+    args: tuple[Any, ...] = (
         batch.task,
         batch.as_array(),
         opts.queue,
@@ -129,6 +134,10 @@ async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[
         opts.run_at,
         opts.max_attempts,
     )
+    if opts.concurrency_key is None:
+        row = await conn.fetchrow(sql.insert_jobs, *args)
+    else:
+        row = await conn.fetchrow(sql.insert_jobs_keyed, *args, opts.concurrency_key)
     assert row is not None  # an aggregate: always one row
     ids, created_at = row
     return build_jobs(
@@ -151,6 +160,9 @@ async def copy_batch(conn: Connection, schema: str, batch: Batch) -> int:
     if opts.run_at is not None:
         columns.append("run_at")
         common += (opts.run_at,)
+    if opts.concurrency_key is not None:
+        columns.append("concurrency_key")
+        common += (opts.concurrency_key,)
     texts = batch.each()
     task = batch.task
     # No wake_once() first: its transaction and round trips cost more than the
@@ -200,6 +212,14 @@ def check_max_attempts(max_attempts: int) -> int:
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
     return max_attempts
+
+
+def check_key(key: str) -> str:
+    if not isinstance(key, str) or not key or len(key) > 200 or "\x00" in key:
+        raise ValueError(
+            f"concurrency_key must be a non-empty string of at most 200 characters, got {key!r}"
+        )
+    return key
 
 
 def check_queue_name(queue: str) -> str:

@@ -1,4 +1,4 @@
-"""Queue: pool lifecycle, task registry, enqueue, inspection, and its workers."""
+"""Queue: pool lifecycle, task registry, enqueue, inspection, limits, and its workers."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ._enqueue import (
 from ._errors import ConfigurationError
 from ._inspection import Inspection
 from ._job import Job, build_job
+from ._limits import Limits
 from ._payload import encode_payload
 from ._retry import Retry
 from ._task import Task
@@ -35,7 +36,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Inspection, Limits):
     """A job queue in one PostgreSQL schema.
 
     >>> queue = Queue("postgresql://localhost/app")
@@ -204,8 +205,10 @@ class Queue(Inspection):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Enqueue a job by task name; defaults come from the task if registered here.
+        `concurrency_key` is the key of its queue's per-key limit (see `configure`).
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         """
@@ -221,6 +224,7 @@ class Queue(Inspection):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
@@ -247,12 +251,15 @@ class Queue(Inspection):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        batch = self._batch(
+            task, payloads, queue, run_at, delay, priority, max_attempts, concurrency_key
+        )
         if not batch.payloads:
             return []
         with missing_schema_as_error(self.schema):
@@ -270,12 +277,15 @@ class Queue(Inspection):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        batch = self._batch(
+            task, payloads, queue, run_at, delay, priority, max_attempts, concurrency_key
+        )
         if not batch.payloads:
             return 0
         with missing_schema_as_error(self.schema):
@@ -291,6 +301,7 @@ class Queue(Inspection):
         delay: timedelta | float | None,
         priority: int | None,
         max_attempts: int | None,
+        concurrency_key: str | None,
     ) -> Batch:
         known = self.tasks.get(task)
         opts = resolve_options(
@@ -300,6 +311,7 @@ class Queue(Inspection):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         return make_batch(known, task, payloads, self.max_payload_bytes, opts)
 

@@ -32,6 +32,7 @@ class Enqueuer(Protocol):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -45,6 +46,7 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -58,6 +60,7 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> int: ...
 
 
@@ -116,6 +119,7 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -133,6 +137,7 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             connection=connection,
             idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
         )
 
     async def enqueue_many(
@@ -143,6 +148,7 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -157,6 +163,7 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            concurrency_key=concurrency_key,
         )
 
     async def copy_many(
@@ -167,6 +174,7 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -181,4 +189,5 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            concurrency_key=concurrency_key,
         )

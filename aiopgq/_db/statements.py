@@ -55,10 +55,19 @@ class Statements:
         # The insert trigger notifies on a channel named after the schema (see
         # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
         self.channel = self.schema
+        # configure() tells workers on this channel that a queue's limits changed (the
+        # payload is the queue). ':' keeps it apart from every schema's wake-up channel;
+        # a long schema name is cut to fit 63 bytes (a shared channel only costs the
+        # other schema's workers a re-read of their settings).
+        self.settings_channel = self.schema[:54] + ":settings"
         for name in (
             "dequeue",
             "dequeue_queues",
             "dequeue_completing",
+            "dequeue_limited",
+            "limited_queues",
+            "configure_queue",
+            "queue_settings",
             "complete_done",
             "complete_error",
             "release",
@@ -70,6 +79,8 @@ class Statements:
             "analyze_jobs",
             "insert_job",
             "insert_jobs",
+            "insert_job_keyed",
+            "insert_jobs_keyed",
             "get_job",
             "find_by_idempotency_key",
             "cancel",
@@ -86,6 +97,10 @@ class Statements:
     dequeue: str
     dequeue_queues: str
     dequeue_completing: str
+    dequeue_limited: str
+    limited_queues: str
+    configure_queue: str
+    queue_settings: str
     complete_done: str
 
     def claim(self, *, several_queues: bool, completing: bool) -> str:
@@ -108,6 +123,8 @@ class Statements:
     analyze_jobs: str
     insert_job: str
     insert_jobs: str
+    insert_job_keyed: str
+    insert_jobs_keyed: str
     get_job: str
     find_by_idempotency_key: str
     cancel: str

@@ -40,6 +40,7 @@ class Listener:
     ) -> None:
         self._connect = connect
         self._channel = sql.channel
+        self._settings_channel = sql.settings_channel
         self._queues = frozenset(queues)
         self._wakeups = wakeups
         self._ping_interval = ping_interval
@@ -88,6 +89,10 @@ class Listener:
         if isinstance(payload, str) and payload in self._queues:
             self._wakeups.notified(payload)
 
+    def _on_settings(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        if isinstance(payload, str) and payload in self._queues:
+            self._wakeups.settings_changed()
+
     async def run(self) -> None:
         backoff = Backoff(logger, "LISTEN connection", consequence="polling meanwhile")
         while True:
@@ -111,6 +116,7 @@ class Listener:
         conn.add_termination_listener(lambda _conn: lost.set())
         try:
             await conn.add_listener(self._channel, self._on_notify)
+            await conn.add_listener(self._settings_channel, self._on_settings)
         except Exception as exc:
             logger.warning("LISTEN %s failed (%s); reconnecting", self._channel, exc)
             await anyio.sleep(reconnect_delay(1))
@@ -119,6 +125,7 @@ class Listener:
         self._conn = conn
         self.connected.set()
         self._wakeups.caught_up()  # catch up on anything enqueued while we were not listening
+        self._wakeups.settings_changed()  # and on settings changed meanwhile
         while not lost.is_set():
             with anyio.move_on_after(self._ping_interval):
                 await lost.wait()

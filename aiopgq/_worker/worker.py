@@ -177,7 +177,17 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids)
+        claims = Claims(
+            pool,
+            sql,
+            self.queues,
+            self.id,
+            completer,
+            held_ids,
+            wakeups,
+            settings_interval=self.poll_interval,
+            hold_transaction=self.hold_transaction,
+        )
         listener = self._make_listener(wakeups) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
