@@ -17,10 +17,10 @@ import asyncpg
 
 from .._db.dsn import redact
 from .._errors import Error
-from . import jobs, local, worker
+from . import jobs, local, queues, worker
 from .common import UsageError
 
-COMMAND_MODULES = (jobs, worker, local)
+COMMAND_MODULES = (jobs, queues, worker, local)
 
 
 def _parser() -> argparse.ArgumentParser:
