@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from dataclasses import dataclass
 
 import asyncpg
 
 from ._core import QueueCore
+from ._db.connection import Connection
 from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._errors import ConfigurationError
@@ -19,6 +21,8 @@ class _Keep(enum.Enum):
 
 
 KEEP = _Keep.KEEP
+
+logger = logging.getLogger("aiopgq.queue")
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,9 @@ class Limits(QueueCore):
         - `rate`, `burst`: job starts per second on average, at most `burst` at once
           (a token bucket; default burst: one second's worth of the rate).
         - `key_concurrency`: at most this many running jobs per `concurrency_key`, and
-          claims take turns over the keys.
+          claims take turns over the keys. The first key limit of the schema builds an
+          index of pending jobs by key (CONCURRENTLY: may take a while on a large table,
+          blocks nothing), as the owner of the tables.
 
         >>> await queue.configure("exports", concurrency=3, rate=50.0, burst=10)
         >>> await queue.configure("exports", rate=None)  # the rate limit goes
@@ -74,6 +80,8 @@ class Limits(QueueCore):
         args = [None if value is KEEP else value for value in values.values()]
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
+                if isinstance(values["key_concurrency"], int):
+                    await self._ensure_key_index(conn)
                 row = await conn.fetchrow(
                     self.sql.configure_queue,
                     check_queue_name(queue),
@@ -83,6 +91,25 @@ class Limits(QueueCore):
                 )
         assert row is not None
         return _settings(row)
+
+    async def _ensure_key_index(self, conn: Connection) -> None:
+        """Build the index of pending jobs by key (sql/key_index.sql) unless it exists."""
+        valid = await conn.fetchval(self.sql.key_index_state, self.schema)
+        if valid:
+            return
+        logger.info("building index %s.jobs_pending_key_idx for key limits", self.schema)
+        try:
+            if valid is False:  # a build that failed half-way left an unusable index
+                await conn.execute(self.sql.drop_key_index)
+            await conn.execute(self.sql.key_index)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise ConfigurationError(
+                f"key limits need an index on {self.schema}.jobs that only the owner of the "
+                f"table can create ({exc}): configure the first key limit as the role that "
+                "ran `aiopgq migrate`"
+            ) from exc
+        except asyncpg.DuplicateTableError:
+            pass  # built by a concurrent configure()
 
     async def queue_settings(self, queue: str) -> QueueSettings:
         """The queue's limits as stored (all None when it has none).

@@ -68,6 +68,9 @@ class Statements:
             "limited_queues",
             "configure_queue",
             "queue_settings",
+            "key_index",
+            "key_index_state",
+            "drop_key_index",
             "complete_done",
             "complete_error",
             "release",
@@ -101,6 +104,9 @@ class Statements:
     limited_queues: str
     configure_queue: str
     queue_settings: str
+    key_index: str
+    key_index_state: str
+    drop_key_index: str
     complete_done: str
 
     def claim(self, *, several_queues: bool, completing: bool) -> str:

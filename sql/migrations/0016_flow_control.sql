@@ -34,20 +34,11 @@ ALTER TABLE {{schema}}.queues
 
 ALTER TABLE {{schema}}.jobs ADD COLUMN concurrency_key text;
 
--- Running jobs by queue and key: what a limit counts. Same rows as the index it
--- replaces (every claimed row has heartbeat_at, every way out of `running` clears
--- it: see 0007), so a claim or a heartbeat adds no index entry it did not add
--- before. The rescuer, which used its heartbeat_at order, now reads the running
--- rows (bounded by the fleet's concurrency) and sorts them.
-DROP INDEX {{schema}}.jobs_running_idx;
-CREATE INDEX jobs_running_idx ON {{schema}}.jobs (hashtext(queue), concurrency_key, heartbeat_at)
-    WHERE heartbeat_at IS NOT NULL;
-
--- Pending jobs by key, for the round-robin of queues with key limits. Jobs without
--- a key never enter it (an insert only evaluates the predicate).
-CREATE INDEX jobs_pending_key_idx
-    ON {{schema}}.jobs (hashtext(queue), concurrency_key, priority DESC, run_at, id)
-    WHERE status = 'pending' AND concurrency_key IS NOT NULL;
+-- No index here: a new index on jobs costs every insert statement (opening it and
+-- its predicate) and every claim, limits used or not. A limited claim counts the
+-- queue's running jobs through jobs_running_idx (the rows with a lease: as many as
+-- the fleet runs); the index of pending jobs by key (sql/key_index.sql) is created
+-- by configure() when a queue first gets key_concurrency.
 
 -- Claim up to max_jobs jobs of the limited queues `queues` for `worker`, after
 -- marking done the jobs this worker finished (done_*: as sql/dequeue_completing.sql).
@@ -65,7 +56,9 @@ CREATE INDEX jobs_pending_key_idx
 -- Queues with key_concurrency are claimed round-robin over their keys: the keys
 -- with pending jobs are visited in key order from the one after the queue's
 -- key_cursor, wrapping around (a loose index scan: one descent of
--- jobs_pending_key_idx per key, at most `allowed + 16` keys per claim); each key
+-- jobs_pending_key_idx per key, at most `allowed + 16` keys per claim; that index is
+-- created by configure(), and its queries say `queue = q`, which only it serves:
+-- see sql/key_index.sql); each key
 -- gives at most key_concurrency minus its running jobs; within a priority each key
 -- gives its first job before any key gives its second. Jobs without a key are one
 -- more group, served first in each round, found among the queue's next `allowed`
@@ -79,7 +72,12 @@ CREATE FUNCTION {{schema}}.claim_limited(
     id bigint, queue text, task text, payload text, priority integer, attempts integer,
     max_attempts integer, run_at double precision, created_at double precision
 )
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+-- Every statement below reads an index. Before jobs has statistics (a new table, or
+-- autovacuum off and no ANALYZE yet) the planner takes `heartbeat_at IS NOT NULL`
+-- for most rows and would read the whole table to count a queue's running jobs.
+SET enable_seqscan = off
+AS $$
 #variable_conflict use_column
 DECLARE
     lock_class constant integer := hashtext('{{schema_name}}:limit');
@@ -133,8 +131,7 @@ BEGIN
         held := NULL;
         IF s.concurrency IS NOT NULL THEN
             SELECT count(*) INTO running FROM {{schema}}.jobs AS r
-            WHERE hashtext(r.queue) = hashtext(q) AND r.heartbeat_at IS NOT NULL
-              AND r.queue = q AND r.status = 'running';
+            WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q;
             IF s.concurrency - running < allowed THEN
                 allowed := greatest(0, s.concurrency - running);
                 held := 'slot';
@@ -162,13 +159,13 @@ BEGIN
                 FROM (SELECT coalesce(a.k, (
                                  SELECT j.concurrency_key FROM {{schema}}.jobs AS j
                                  WHERE j.status = 'pending' AND j.concurrency_key IS NOT NULL
-                                   AND hashtext(j.queue) = hashtext(q)
+                                   AND j.queue = q
                                  ORDER BY j.concurrency_key LIMIT 1)) AS k,
                              a.k IS NULL AS wrapped
                       FROM (SELECT (
                                 SELECT j.concurrency_key FROM {{schema}}.jobs AS j
                                 WHERE j.status = 'pending' AND j.concurrency_key IS NOT NULL
-                                  AND hashtext(j.queue) = hashtext(q)
+                                  AND j.queue = q
                                   AND j.concurrency_key > after_key
                                 ORDER BY j.concurrency_key LIMIT 1) AS k) AS a) AS f
                 WHERE f.k IS NOT NULL
@@ -179,13 +176,13 @@ BEGIN
                     SELECT coalesce(a.k, CASE WHEN NOT w.wrapped THEN (
                                    SELECT j.concurrency_key FROM {{schema}}.jobs AS j
                                    WHERE j.status = 'pending' AND j.concurrency_key IS NOT NULL
-                                     AND hashtext(j.queue) = hashtext(q)
+                                     AND j.queue = q
                                    ORDER BY j.concurrency_key LIMIT 1) END) AS k,
                            w.wrapped OR a.k IS NULL AS wrapped
                     FROM (SELECT (
                               SELECT j.concurrency_key FROM {{schema}}.jobs AS j
                               WHERE j.status = 'pending' AND j.concurrency_key IS NOT NULL
-                                AND hashtext(j.queue) = hashtext(q)
+                                AND j.queue = q
                                 AND j.concurrency_key > w.k
                               ORDER BY j.concurrency_key LIMIT 1) AS k) AS a
                 ) AS nxt
@@ -197,21 +194,25 @@ BEGIN
             keys := coalesce(keys, '{}');
             cut_at := CASE WHEN cardinality(keys) >= walk_max THEN keys[walk_max] END;
             RETURN QUERY
-            WITH keyed AS (
+            WITH running AS (
+                -- One pass over the running jobs (jobs_running_idx), counted per key.
+                SELECT r.concurrency_key AS k, count(*)::integer AS n
+                FROM {{schema}}.jobs AS r
+                WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q
+                  AND r.concurrency_key IS NOT NULL
+                GROUP BY r.concurrency_key
+            ),
+            keyed AS (
                 SELECT c.tid, c.id, c.priority, c.run_at, w.n::integer AS n, w.k
                 FROM unnest(keys) WITH ORDINALITY AS w(k, n)
-                CROSS JOIN LATERAL (
-                    SELECT count(*)::integer AS running FROM {{schema}}.jobs AS r
-                    WHERE hashtext(r.queue) = hashtext(q) AND r.concurrency_key = w.k
-                      AND r.heartbeat_at IS NOT NULL AND r.queue = q AND r.status = 'running'
-                ) AS run
+                LEFT JOIN running AS run ON run.k = w.k
                 CROSS JOIN LATERAL (
                     SELECT j.ctid AS tid, j.id, j.priority, j.run_at
                     FROM {{schema}}.jobs AS j
-                    WHERE j.status = 'pending' AND hashtext(j.queue) = hashtext(q)
-                      AND j.concurrency_key = w.k AND j.queue = q AND j.run_at <= now()
+                    WHERE j.status = 'pending' AND j.queue = q AND j.concurrency_key = w.k
+                      AND j.run_at <= now()
                     ORDER BY j.priority DESC, j.run_at, j.id
-                    LIMIT greatest(0, least(s.key_concurrency - run.running, allowed))
+                    LIMIT greatest(0, least(s.key_concurrency - coalesce(run.n, 0), allowed))
                     FOR UPDATE SKIP LOCKED
                 ) AS c
             ),

@@ -145,3 +145,30 @@ async def test_key_round_robin_reads_a_few_index_entries_past_a_big_backlog(
         f"SELECT concurrency_key, count(*) FROM {table} WHERE status = 'running' GROUP BY 1"
     )
     assert {row["count"] for row in per_key} == {2}  # every key at its limit, none over
+
+
+async def test_no_index_on_jobs_until_a_queue_gets_a_key_limit(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # Every index on jobs costs every insert statement, so the limits add none until a
+    # queue's key limit needs the index of pending jobs by key.
+    def indexes() -> str:
+        return (
+            "SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_index i "
+            f"JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = '\"{queue.schema}\".jobs'"
+            "::regclass AND i.indisvalid"
+        )
+
+    shipped = [
+        "jobs_finished_idx",
+        "jobs_idempotency_key_idx",
+        "jobs_pending_idx",
+        "jobs_pkey",
+        "jobs_running_idx",
+    ]
+    assert await conn.fetchval(indexes()) == shipped
+    await queue.configure("default", concurrency=3, rate=10.0)
+    assert await conn.fetchval(indexes()) == shipped
+    await queue.configure("default", key_concurrency=2)
+    await queue.configure("other", key_concurrency=5)  # built once
+    assert await conn.fetchval(indexes()) == sorted([*shipped, "jobs_pending_key_idx"])

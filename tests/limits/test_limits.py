@@ -157,9 +157,8 @@ async def test_limits_set_at_run_time_apply_within_a_poll_interval(queue: Queue)
         assert peak_overlap((s, e) for s, e, _ in spans) > 2
         limited_at = time.monotonic()
         await queue.configure("default", concurrency=2)
-        await eventually(lambda: len(spans) >= 120)
+        await eventually(lambda: sum(1 for s, _, _ in spans if s > limited_at + poll) >= 20)
         late = [(s, e) for s, e, _ in spans if s > limited_at + poll]
-        assert late
         # Jobs started before may still run; none started over the limit since (each
         # later start adds to the count only if it started over the limit).
         earlier = [(s, e) for s, e, _ in spans if s <= limited_at + poll]
