@@ -20,6 +20,20 @@
 -- lock, sees every claim committed before ours (the lock is released only after
 -- the peer's commit). Only claims of limited queues take the lock; no claim ever
 -- locks the queue row itself, except to store the token bucket of a rate limit.
+--
+-- Lanes: one lock per queue would make the claims of a queue take turns through
+-- their commits, WAL flush included (with a limit that never binds, the 4-process
+-- no-op drain ran at 0.6x the unlimited one). So the lock is split into 4 lanes
+-- (lock_limited() below). A claim of a queue whose only limit is `concurrency = N`
+-- may hold a single lane while it takes at most F = N / 8 jobs (a "share"), provided
+-- the running jobs it counts after taking the lane are at most N - 4F; otherwise
+-- (and always for rate and key limits, whose state needs every claim in turn) it
+-- takes all 4 lanes and counts exactly. Why lane claims never pass N: at most 4 of
+-- them are in flight at once (one per lane), and none is while another claim holds
+-- all lanes. Take the claim whose snapshot was taken last among those committed by
+-- some moment: it saw every earlier commit and at most N - 4F running; the claims
+-- that committed after its snapshot were all in flight then, so at most 4, each of
+-- at most F jobs; so at most N - 4F + 4F = N jobs run (completions only lower it).
 
 ALTER TABLE {{schema}}.queues
     ADD COLUMN concurrency integer CHECK (concurrency >= 1),
@@ -80,7 +94,7 @@ SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    lock_class constant integer := hashtext('{{schema_name}}:limit');
+    lanes constant integer := 4;
     q text;
     s {{schema}}.queues%ROWTYPE;
     allowed integer;
@@ -88,7 +102,10 @@ DECLARE
     running integer;
     bucket double precision;  -- tokens after the refill
     clock timestamptz;
-    held text;  -- what held the claim back: 'slot', 'rate', 'keys'
+    held text;  -- what held the claim back: 'slot', 'rate', 'keys' or 'share'
+    share integer;
+    locked text[] := '{}';  -- the queues we hold, in lock order,
+    modes text[] := '{}';  -- and how: 'lane', 'all' or NULL (not held: skipped)
     keys text[];
     after_key text;  -- the key_cursor
     walk_max integer;
@@ -103,17 +120,17 @@ BEGIN
         WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running'
           AND j.locked_by = worker;
     END IF;
-    -- 2. The queues' locks, in one order for every worker (two workers locking the
-    --    same queues never deadlock). Held until our commit.
-    IF wait THEN
-        PERFORM pg_advisory_xact_lock(lock_class, l.h)
-        FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(queues) AS x ORDER BY 1) AS l;
-    END IF;
+    -- 2. The queues' locks, queue by queue in one order for every worker (two workers
+    --    locking the same queues never deadlock), held until our commit.
+    FOR q IN SELECT x FROM unnest(queues) AS x GROUP BY x ORDER BY hashtext(x), x LOOP
+        locked := locked || q;
+        modes := modes || {{schema}}.lock_limited(q, worker, wait);
+    END LOOP;
     -- 3. Each queue in turn (the caller rotates the list) until max_jobs are claimed.
     --    Every statement from here on sees every claim committed before we got the lock.
     FOREACH q IN ARRAY queues LOOP
         EXIT WHEN max_jobs <= 0;
-        IF NOT wait AND NOT pg_try_advisory_xact_lock(lock_class, hashtext(q)) THEN
+        IF modes[array_position(locked, q)] IS NULL THEN
             -- A peer's held transaction is claiming this queue: look again shortly.
             IF EXISTS (
                 SELECT 1 FROM {{schema}}.jobs AS p
@@ -129,7 +146,22 @@ BEGIN
         SELECT * INTO s FROM {{schema}}.queues AS c WHERE c.queue = q;
         allowed := max_jobs;
         held := NULL;
-        IF s.concurrency IS NOT NULL THEN
+        IF modes[array_position(locked, q)] = 'lane' THEN
+            -- One lane: at most a share, and only while at most N - 4 shares run (see
+            -- the top). Past that, claim nothing: the next claim takes all lanes.
+            share := s.concurrency / (2 * lanes);
+            SELECT count(*) INTO running FROM (
+                SELECT 1 FROM {{schema}}.jobs AS r
+                WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q
+                LIMIT s.concurrency - lanes * share + 1) AS r;
+            IF running > s.concurrency - lanes * share OR share < 1 THEN
+                share := 0;
+            END IF;
+            IF share < allowed THEN
+                allowed := share;
+                held := 'share';
+            END IF;
+        ELSIF s.concurrency IS NOT NULL THEN
             SELECT count(*) INTO running FROM {{schema}}.jobs AS r
             WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q;
             IF s.concurrency - running < allowed THEN
@@ -306,10 +338,62 @@ BEGIN
                 NULL::integer, NULL::integer,
                 CASE held WHEN 'rate' THEN (1 - (bucket - claimed)) / s.rate
                           WHEN 'keys' THEN -1::double precision
+                          WHEN 'share' THEN -1::double precision
                           ELSE 0::double precision END,
                 NULL::double precision;
         END IF;
     END LOOP;
+END
+$$;
+
+-- Lock queue q's lanes for a limited claim (see the top): one lane when the queue's
+-- only limit is `concurrency` and at most N - 4 shares of it run ('lane'), else all
+-- four in order ('all'). With `wait` false (a held transaction) nothing is waited
+-- for: NULL when the lanes needed are taken. Lock keys: (lane's class, hashtext(q));
+-- two queue names with the same hashtext share their lanes (a claim of both may then
+-- meet a deadlock, which PostgreSQL breaks and the worker retries).
+CREATE FUNCTION {{schema}}.lock_limited(q text, worker text, wait boolean) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off  -- as claim_limited
+AS $$
+DECLARE
+    lanes constant integer := 4;
+    s record;
+    share integer;
+    running integer;
+BEGIN
+    SELECT c.concurrency, c.rate, c.key_concurrency INTO s
+    FROM {{schema}}.queues AS c WHERE c.queue = q;
+    share := s.concurrency / (2 * lanes);
+    IF s.rate IS NULL AND s.key_concurrency IS NULL AND share >= 1 THEN
+        SELECT count(*) INTO running FROM (
+            SELECT 1 FROM {{schema}}.jobs AS r
+            WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q
+            LIMIT s.concurrency - lanes * share + 1) AS r;
+        IF running <= s.concurrency - lanes * share THEN
+            FOR lane IN 0 .. lanes - 1 LOOP
+                IF pg_try_advisory_xact_lock(hashtext('{{schema_name}}:limit:' || lane),
+                                             hashtext(q)) THEN
+                    RETURN 'lane';
+                END IF;
+            END LOOP;
+            IF NOT wait THEN
+                RETURN NULL;
+            END IF;
+            PERFORM pg_advisory_xact_lock(
+                hashtext('{{schema_name}}:limit:' || abs(hashtext(worker) % lanes)), hashtext(q));
+            RETURN 'lane';
+        END IF;
+    END IF;
+    FOR lane IN 0 .. lanes - 1 LOOP
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(hashtext('{{schema_name}}:limit:' || lane), hashtext(q));
+        ELSIF NOT pg_try_advisory_xact_lock(hashtext('{{schema_name}}:limit:' || lane),
+                                            hashtext(q)) THEN
+            RETURN NULL;
+        END IF;
+    END LOOP;
+    RETURN 'all';
 END
 $$;
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import asyncpg
@@ -172,3 +173,84 @@ async def test_no_index_on_jobs_until_a_queue_gets_a_key_limit(
     await queue.configure("default", key_concurrency=2)
     await queue.configure("other", key_concurrency=5)  # built once
     assert await conn.fetchval(indexes()) == sorted([*shipped, "jobs_pending_key_idx"])
+
+
+async def test_lane_and_whole_queue_claims_together_never_pass_the_limit(
+    dsn: str, queue: Queue
+) -> None:
+    # concurrency=40: claims take one of 4 lanes for at most 5 jobs while at most 20 run,
+    # all 4 lanes and an exact count above that. 8 claimers (holding their transaction
+    # open a little), a completer and a monitor sampling the committed running count.
+    limit = 40
+    await queue.configure("default", concurrency=limit)
+    await queue.enqueue_many("t", [{}] * 20_000)
+    table = f'"{queue.schema}".jobs'
+    stop = time.monotonic() + 3.0
+    seen: list[int] = []
+    claimed = [0]
+    rng = random.Random(40)
+
+    async def claimer(name: str) -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            while time.monotonic() < stop:
+                async with conn.transaction():
+                    rows = await claim(conn, queue, ["default"], rng.randint(1, 12), name)
+                    await asyncio.sleep(rng.random() * 0.003)
+                claimed[0] += len(rows)
+        finally:
+            await conn.close()
+
+    async def completer() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            while time.monotonic() < stop:
+                await conn.execute(
+                    f"UPDATE {table} SET status = 'done', heartbeat_at = NULL WHERE id IN "
+                    f"(SELECT id FROM {table} WHERE status = 'running' ORDER BY random() LIMIT 6)"
+                )
+                await asyncio.sleep(0.002)
+        finally:
+            await conn.close()
+
+    async def monitor() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            while time.monotonic() < stop:
+                seen.append(
+                    await conn.fetchval(f"SELECT count(*) FROM {table} WHERE status = 'running'")
+                )
+        finally:
+            await conn.close()
+
+    await asyncio.gather(*(claimer(f"w{i}") for i in range(8)), completer(), monitor())
+    assert claimed[0] > 500  # the claims kept going
+    assert max(seen) <= limit
+    assert max(seen) > 30  # past the lanes' range (20): whole-queue claims took over
+
+
+async def test_claims_in_lanes_take_a_share_each_and_the_rest_is_counted_exactly(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # concurrency=40: four claims at once may each hold a lane and take a share (40 / 8
+    # = 5) without seeing one another; a fifth waits for a lane; past 20 running,
+    # claims take every lane and count exactly.
+    await queue.configure("default", concurrency=40)
+    await queue.enqueue_many("t", [{}] * 200)
+    peers = [await asyncpg.connect(dsn) for _ in range(5)]
+    try:
+        open_ = [peer.transaction() for peer in peers[:4]]
+        for i, tx in enumerate(open_):
+            await tx.start()
+            assert len(await claim(peers[i], queue, ["default"], 12, f"w{i}")) == 5
+        fifth = asyncio.ensure_future(claim(peers[4], queue, ["default"], 12, "w4"))
+        await asyncio.sleep(0.3)
+        assert not fifth.done()  # every lane is held
+        for tx in open_:
+            await tx.commit()
+        assert len(await fifth) == 5
+    finally:
+        for peer in peers:
+            await peer.close()
+    assert len(await claim(conn, queue, ["default"], 100)) == 15  # exactly up to 40
+    assert await claim(conn, queue, ["default"], 100) == []
