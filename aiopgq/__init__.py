@@ -17,31 +17,40 @@ from ._errors import (
 )
 from ._job import Job, JobStatus, current_job
 from ._limits import QueueSettings
+from ._observer import Observer
 from ._queue import Queue
 from ._retry import Retry
+from ._supervisor import WorkerProcesses, run_workers
+from ._sync import SyncQueue
 from ._task import Task
+from ._unique import DuplicateJob
+from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
     "ConfigurationError",
     "Connection",
+    "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",
     "JobNotFound",
     "JobStatus",
+    "Observer",
     "Queue",
     "QueueNotOpen",
     "QueueSettings",
     "Retry",
     "SchemaError",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",
+    "WorkerProcesses",
     "current_job",
+    "run_workers",
 ]
 
-__version__ = "0.1.0"
 
 # Reprs and docs say aiopgq.Queue, not the private module that defines it.
 for _name in __all__:

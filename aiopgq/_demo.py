@@ -27,7 +27,7 @@ from ._queue import Queue
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from .embedded import EmbeddedServer
+    from .embedded import EmbeddedServer, RunningServer
 
 CHUNK = 5_000  # jobs per enqueue_many call: one round trip each
 CONCURRENCY = 100
@@ -77,10 +77,19 @@ def run_demo(
     server: EmbeddedServer | None = None
     try:
         if dsn is None:
-            server = _start_embedded()
-            dsn, where = server.dsn, f"{server.data_dir} (embedded, persistent)"
+            server, running = _embedded()
+            if server is not None:
+                dsn, where = server.dsn, f"{server.data_dir} (embedded, persistent)"
+                then = _NEXT_AFTER_OWN_SERVER.format(data_dir=server.data_dir)
+            else:
+                assert running is not None
+                dsn, where = running.dsn, f"{running.data_dir} (the running `aiopgq server`)"
+                then = _NEXT_ON_A_SERVER.format(dsn=dsn)
         else:
-            where = "external server"
+            shown = redact(dsn) + (
+                "  # your password in place of ***" if redact(dsn) != dsn else ""
+            )
+            where, then = "external server", _NEXT_ON_A_SERVER.format(dsn=shown)
         run = asyncio.run(_demo(dsn, schema, _Run(jobs, latency_samples)))
     except Error as exc:
         print(f"aiopgq demo: {redact(str(exc))}", file=sys.stderr)
@@ -93,20 +102,43 @@ def run_demo(
             server.stop()
     print(_table(run, dsn, where))
     print(f"demo finished in {time.perf_counter() - started:.1f} s")
+    print(then.format(schema=schema))
     return 0
 
 
-def _start_embedded() -> EmbeddedServer:
-    from .embedded import persistent_data_dir, start_persistent
+_QUICK_START = "follow the README's Quick start (app.py, then `aiopgq worker app:queue`)"
+_NEXT_AFTER_OWN_SERVER = (
+    "\nNext, your own code. Keep this PostgreSQL running in a terminal of its own (same "
+    "data,\n{data_dir}):\n\naiopgq server\n\nthen paste the `export AIOPGQ_DSN=...` line "
+    "it prints and\n" + _QUICK_START + "."
+)
+_NEXT_ON_A_SERVER = (
+    "\nNext, your own code on this database:\n\nexport AIOPGQ_DSN={dsn}\n\nthen "
+    + _QUICK_START
+    + ".\nThe demo's tables stay in schema {{schema}}; `DROP SCHEMA {{schema}} CASCADE` "
+    "removes them."
+)
+
+
+def _embedded() -> tuple[EmbeddedServer | None, RunningServer | None]:
+    """The server the demo starts on the persistent data folder, or the one running there
+    (an `aiopgq server`, say) when there is one: two servers cannot share a folder."""
+    from ._embedded.data import fallback_note
+    from .embedded import persistent_data_dir, running_server, start_persistent
 
     data_dir, replaced = persistent_data_dir()
     if replaced is not None:
+        print(fallback_note(data_dir, replaced))
+    running = running_server(data_dir)
+    if running is not None:
         print(
-            f"PostgreSQL runs as an unprivileged account, which cannot enter {replaced}: "
-            f"keeping the demo data in {data_dir} instead"
+            f"using the PostgreSQL server already running on {data_dir} (pid {running.pid}, "
+            f"port {running.port})",
+            flush=True,
         )
+        return None, running
     print(f"starting the embedded PostgreSQL server (data: {data_dir}) ...", flush=True)
-    return start_persistent(data_dir)
+    return start_persistent(data_dir), None
 
 
 async def _demo(dsn: str, schema: str, run: _Run) -> _Run:

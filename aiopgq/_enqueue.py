@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import asyncpg
 
@@ -15,6 +15,10 @@ from ._job import Job, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+
+# What an enqueue with an idempotency key does when a job holds the key (aiopgq/_unique.py).
+OnConflict = Literal["ignore", "replace", "raise"]
+ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 
 
 class TaskDefaults(Protocol):
@@ -84,12 +88,27 @@ def make_batch(
     max_payload_bytes: int,
     options: Options,
 ) -> Batch:
-    """Payloads of a bulk enqueue, checked against the task's signature (TypeError names
-    the one at fault); their JSON is checked when encoded (as_array or each)."""
-    payload_list = [dict(p) for p in payloads]
+    """Payloads of a bulk enqueue, checked against the task's signature (the TypeError
+    names the item at fault by its index: "item 3: task x: missing ..."); their JSON is
+    checked when encoded (as_array or each)."""
+    payload_list: list[dict[str, Any]] = []
+    append = payload_list.append
+    items = iter(payloads)  # not iterable: TypeError as is
+    try:
+        for item in items:
+            append(dict(item))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"item {len(payload_list)}: expected a dict of the task's arguments ({exc})"
+        ) from None
     if known is not None:
-        for payload in payload_list:
-            known.check_keywords(payload)
+        check = known.check_keywords
+        try:
+            for arguments in payload_list:
+                check(arguments)
+        except TypeError as exc:
+            # The first equal dict is the one at fault: the check reads only the keys.
+            raise TypeError(f"item {payload_list.index(arguments)}: {exc}") from None
     return Batch(task, payload_list, options, max_payload_bytes)
 
 
@@ -99,9 +118,10 @@ async def insert_job(
     task: str,
     payload_text: str,
     opts: Options,
-    idempotency_key: str | None,
+    trace: str | None = None,
 ) -> asyncpg.Record:
-    """Insert one job; its row (id, run_at, created_at), or the live job holding the key."""
+    """Insert one job without an idempotency key; its row (id, run_at, created_at).
+    `trace`: the trace context to store (JSON text; tracing only)."""
     args: tuple[Any, ...] = (
         task,
         payload_text,
@@ -109,22 +129,22 @@ async def insert_job(
         opts.priority,
         opts.run_at,
         opts.max_attempts,
-        idempotency_key,
     )
     statement = sql.insert_job
     if opts.concurrency_key is not None:  # its own statement: unkeyed jobs bind nothing more
-        statement, args = sql.insert_job_keyed, (*args, opts.concurrency_key)
+        statement, args = sql.insert_job_keyed, (*args, opts.concurrency_key, trace)
+    elif trace is not None:
+        statement, args = sql.insert_job_traced, (*args, trace)
     row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
-    if row is None:  # idempotency key already held by a live job
-        row = await conn.fetchrow(sql.find_by_idempotency_key, idempotency_key)
-        if row is None:  # finished between the two statements: enqueue afresh
-            row = await conn.fetchrow(statement, *args)
     assert row is not None
     return row
 
 
-async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[Job]:
-    """Insert every job of the batch in one statement (one JSON array parsed once)."""
+async def insert_batch(
+    conn: Connection, sql: Statements, batch: Batch, trace: str | None = None
+) -> list[Job]:
+    """Insert every job of the batch in one statement (one JSON array parsed once);
+    `trace`: the trace context to store with each (JSON text; tracing only)."""
     opts = batch.options
     args: tuple[Any, ...] = (
         batch.task,
@@ -134,10 +154,12 @@ async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[
         opts.run_at,
         opts.max_attempts,
     )
-    if opts.concurrency_key is None:
+    if opts.concurrency_key is not None:
+        row = await conn.fetchrow(sql.insert_jobs_keyed, *args, opts.concurrency_key, trace)
+    elif trace is None:
         row = await conn.fetchrow(sql.insert_jobs, *args)
     else:
-        row = await conn.fetchrow(sql.insert_jobs_keyed, *args, opts.concurrency_key)
+        row = await conn.fetchrow(sql.insert_jobs_traced, *args, trace)
     assert row is not None  # an aggregate: always one row
     ids, created_at = row
     return build_jobs(
@@ -152,8 +174,9 @@ async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[
     )
 
 
-async def copy_batch(conn: Connection, schema: str, batch: Batch) -> int:
-    """COPY the batch into the jobs table (no JSON parsing on the server); the count."""
+async def copy_batch(conn: Connection, schema: str, batch: Batch, trace: str | None = None) -> int:
+    """COPY the batch into the jobs table (no JSON parsing on the server); the count.
+    `trace`: the trace context to store with each (JSON text; tracing only)."""
     opts = batch.options
     columns = ["task", "payload", "queue", "priority", "max_attempts"]
     common: tuple[Any, ...] = (opts.queue, opts.priority, opts.max_attempts)
@@ -163,6 +186,9 @@ async def copy_batch(conn: Connection, schema: str, batch: Batch) -> int:
     if opts.concurrency_key is not None:
         columns.append("concurrency_key")
         common += (opts.concurrency_key,)
+    if trace is not None:
+        columns.append("trace_context")
+        common += (trace,)
     texts = batch.each()
     task = batch.task
     # No wake_once() first: its transaction and round trips cost more than the

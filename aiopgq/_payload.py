@@ -5,12 +5,14 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # Enqueue options share the call with the task's own arguments, so a task
 # cannot have a parameter of these names.
-ENQUEUE_OPTIONS = frozenset({"run_at", "delay", "priority", "connection", "idempotency_key"})
+ENQUEUE_OPTIONS = frozenset(
+    {"run_at", "delay", "priority", "connection", "idempotency_key", "on_conflict", "unique_for"}
+)
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A NUL character encoded by JSON: \u0000 not preceded by an escaping backslash.
@@ -56,28 +58,41 @@ def bind_arguments(
 
 
 class KeywordCheck:
-    """Checks a dict of keyword arguments against a signature with set operations.
+    """Checks a dict of keyword arguments against a task's parameters with set operations.
 
     The same verdicts (and messages) as `Signature.bind(**kwargs)`, several times
     faster: it runs once per job on the worker and once per payload in enqueue_many.
+    Made from a signature (`of`), or from the names a worker registered for the task.
     """
 
-    def __init__(self, signature: inspect.Signature, name: str) -> None:
+    def __init__(
+        self, name: str, accepted: Sequence[str], required: Sequence[str], any_keyword: bool
+    ) -> None:
+        self._name = name
+        self.accepted = tuple(accepted)  # in the signature's order
+        self.required = tuple(required)
+        self.any_keyword = any_keyword
+        self._accepted = frozenset(accepted)
+
+    @classmethod
+    def of(cls, signature: inspect.Signature, name: str) -> KeywordCheck:
         named = [
             p
             for p in signature.parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         ]
-        self._name = name
-        self._accepted = frozenset(p.name for p in named)
-        self._required = [p.name for p in named if p.default is p.empty]
-        self._any_keyword = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        return cls(
+            name,
+            [p.name for p in named],
+            [p.name for p in named if p.default is p.empty],
+            any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()),
+        )
 
     def __call__(self, arguments: Mapping[str, Any]) -> None:
-        for required in self._required:
+        for required in self.required:
             if required not in arguments:
                 raise TypeError(f"task {self._name}: missing a required argument: {required!r}")
-        if not self._any_keyword:
+        if not self.any_keyword:
             for key in arguments:
                 if key not in self._accepted:
                     raise TypeError(
@@ -106,15 +121,27 @@ def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> s
 
 
 def encode_payloads(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> str:
-    """One JSON array of many payloads; the same checks and errors as encode_payload."""
+    """One JSON array of many payloads; the checks and errors of encode_payload, with the
+    item's index first ("item 3: task x: argument 'b' cannot be stored as JSON ...")."""
     try:
         text = _encoder.encode(payloads)
     except (TypeError, ValueError):
         text = ""  # find the payload and argument at fault below
     if not text or len(text) > max_bytes or _has_nul(text):
-        for payload in payloads:  # the slow path names the argument (or passes)
-            encode_payload(payload, name, max_bytes)
+        _encode_naming_the_item(payloads, name, max_bytes)  # raises, or they pass one by one
     return text
+
+
+def _encode_naming_the_item(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> list[str]:
+    """Each payload's JSON text, one encoder call each: the slow path that names the item
+    (by its index) and the argument at fault."""
+    texts = []
+    for index, payload in enumerate(payloads):
+        try:
+            texts.append(encode_payload(payload, name, max_bytes))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"item {index}: {exc}") from None
+    return texts
 
 
 # The NUL string encoded, between two array elements. No payload holds a NUL (checked
@@ -124,7 +151,7 @@ _NUL_SEPARATOR = ',"\\u0000",'
 
 
 def encode_each_payload(payloads: list[dict[str, Any]], name: str, max_bytes: int) -> list[str]:
-    """Each payload's JSON text, with the checks and errors of encode_payload, from one
+    """Each payload's JSON text, with the checks and errors of encode_payloads, from one
     encoder call (a call per payload costs more than the split): the payloads are encoded as
     one array with a NUL string between them, and split there."""
     joined: list[Any] = ["\x00"] * (2 * len(payloads) - 1)
@@ -139,7 +166,7 @@ def encode_each_payload(payloads: list[dict[str, Any]], name: str, max_bytes: in
     if len(texts) != len(payloads) or (
         len(text) > max_bytes and any(len(t) > max_bytes for t in texts)
     ):
-        return [encode_payload(p, name, max_bytes) for p in payloads]  # names the fault
+        return _encode_naming_the_item(payloads, name, max_bytes)
     return texts
 
 

@@ -1,34 +1,27 @@
-"""Queue: pool lifecycle, task registry, enqueue, inspection, limits, and its workers."""
+"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, limits...)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
 from ._db import migrations
-from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
-from ._db.migrations import missing_schema_as_error
-from ._db.pool import create_pool
+from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
-from ._enqueue import (
-    Batch,
-    copy_batch,
-    insert_batch,
-    insert_job,
-    make_batch,
-    resolve_options,
-)
+from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
 from ._inspection import Inspection
-from ._job import Job, build_job
+from ._instrumented import Instrumented
 from ._limits import Limits
-from ._payload import encode_payload
+from ._observer import Observer, combine
+from ._periodic import Periodic
+from ._registry import RegistryCache
 from ._retry import Retry
+from ._schedule import Schedule
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -36,9 +29,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, Limits):
+class Queue(Inspection, Instrumented, Periodic, Enqueuing, Limits):
     """A job queue in one PostgreSQL schema.
 
+    Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
+    the environment's AIOPGQ_DSN, else DATABASE_URL; ConfigurationError when none is set.
+
+    >>> queue = Queue()  # AIOPGQ_DSN
     >>> queue = Queue("postgresql://localhost/app")
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
     """
@@ -53,6 +50,7 @@ class Queue(Inspection, Limits):
         max_pool_size: int = 10,
         max_payload_bytes: int = 1_000_000,
         connect_kwargs: Mapping[str, Any] | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.schema = validate_identifier(schema)
         self.dsn = check_dsn(dsn) if dsn else None
@@ -66,11 +64,15 @@ class Queue(Inspection, Limits):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self._registry = RegistryCache()
+        self.schedules: dict[str, Schedule] = {}  # of the periodic tasks, by task name
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
         self._pool_sizes = (min_pool_size, max_pool_size)
         self._connect_kwargs = dict(connect_kwargs or {})
+        self._observers = list(observers)
+        self._observer = combine(self._observers)
 
     def __repr__(self) -> str:
         where = redact(self.dsn) if self.dsn else "external pool"
@@ -78,22 +80,45 @@ class Queue(Inspection, Limits):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def reconfigure(self, *, dsn: str | None = None, schema: str | None = None) -> None:
-        """Point a closed queue at another database or schema (the CLI's --dsn/--schema)."""
+    def reconfigure(
+        self,
+        *,
+        dsn: str | None = None,
+        schema: str | None = None,
+        max_pool_size: int | None = None,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Point a closed queue at another database or schema, size its pool, or add asyncpg
+        connect arguments (the CLI's --dsn, --schema, --max-pool-size and
+        --statement-cache-size); None keeps a setting.
+
+        >>> queue.reconfigure(schema="staging")
+        """
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
+        if connect_kwargs:
+            self._connect_kwargs.update(connect_kwargs)
         if dsn is not None:
             self.dsn = check_dsn(dsn)
             self._owns_pool = True
         if schema is not None:
             self.schema = validate_identifier(schema)
             self.sql = Statements(schema)
+        if max_pool_size is not None:
+            if max_pool_size < 1:
+                raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
+            self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
+        self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
 
-        With `retry_for`, an unreachable server is retried with backoff for that
-        many seconds (logging each try) before ConfigurationError is raised.
+        An unreachable server raises ConfigurationError at once; with `retry_for`, it is
+        retried with backoff for that many seconds first (a WARNING on the `aiopgq.queue`
+        logger when the outage starts, reminders every 30 s), e.g. while a database
+        container starts next to yours. Wrong credentials or a missing database fail at once.
+
+        >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
         """
         if self._pool is not None:
             return
@@ -104,6 +129,7 @@ class Queue(Inspection, Limits):
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""
+        self._registry_lock = None  # bound to this event loop
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -121,14 +147,18 @@ class Queue(Inspection, Limits):
         await self.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade the schema; returns the versions applied."""
+        """Create or upgrade the schema; returns the versions applied. Needs no open():
+        a closed queue uses a connection of its own. Safe to run concurrently.
+
+        >>> await queue.migrate()  # [] when already up to date
+        """
         if self._pool is None:
             assert self.dsn is not None
-            conn = await asyncpg.connect(self.dsn, **self._connect_kwargs)
+            own = await connect(self.dsn, self._connect_kwargs)
             try:
-                return await migrations.migrate(conn, self.schema)
+                return await migrations.migrate(own, self.schema)
             finally:
-                await conn.close()
+                await own.close()
         async with self.pool.acquire() as conn:
             return await migrations.migrate(conn, self.schema)
 
@@ -173,147 +203,17 @@ class Queue(Inspection, Limits):
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{func.__module__}.{func.__qualname__}"
-            if task_name in self.tasks:
-                raise ConfigurationError(f"a task named {task_name!r} is already registered")
-            task: Task[P, R] = Task(
-                self,
+            return self._register_task(
                 func,
-                name=task_name,
-                queue_name=queue,
+                name=name,
+                queue=queue,
                 max_attempts=max_attempts,
                 priority=priority,
                 timeout=timeout,
-                retry=retry or Retry(),
+                retry=retry,
             )
-            self.tasks[task_name] = task
-            return task
 
         return register(fn) if fn is not None else register
-
-    # -- enqueue ---------------------------------------------------------------
-
-    async def enqueue(
-        self,
-        task: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_key: str | None = None,
-        concurrency_key: str | None = None,
-    ) -> Job:
-        """Enqueue a job by task name; defaults come from the task if registered here.
-        `concurrency_key` is the key of its queue's per-key limit (see `configure`).
-
-        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
-        """
-        known = self.tasks.get(task)
-        if known is not None and payload is not None:
-            payload = known.bind((), payload)  # same checks as known.enqueue()
-        arguments = dict(payload or {})
-        text = encode_payload(arguments, task, self.max_payload_bytes)
-        opts = resolve_options(
-            known,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-            concurrency_key=concurrency_key,
-        )
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
-        return build_job(
-            id=row[0],
-            task=task,
-            queue=opts.queue,
-            payload=arguments,
-            priority=opts.priority,
-            run_at=row[1],
-            created_at=row[2],
-            max_attempts=opts.max_attempts,
-        )
-
-    async def enqueue_many(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        concurrency_key: str | None = None,
-    ) -> list[Job]:
-        """Enqueue one job per payload in a single statement (one round trip).
-
-        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
-        """
-        batch = self._batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, concurrency_key
-        )
-        if not batch.payloads:
-            return []
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                return await insert_batch(conn, self.sql, batch)
-
-    async def copy_many(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        concurrency_key: str | None = None,
-    ) -> int:
-        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
-
-        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
-        """
-        batch = self._batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, concurrency_key
-        )
-        if not batch.payloads:
-            return 0
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                return await copy_batch(conn, self.schema, batch)
-
-    def _batch(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        queue: str | None,
-        run_at: datetime | None,
-        delay: timedelta | float | None,
-        priority: int | None,
-        max_attempts: int | None,
-        concurrency_key: str | None,
-    ) -> Batch:
-        known = self.tasks.get(task)
-        opts = resolve_options(
-            known,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-            concurrency_key=concurrency_key,
-        )
-        return make_batch(known, task, payloads, self.max_payload_bytes, opts)
 
     # -- workers ---------------------------------------------------------------
 

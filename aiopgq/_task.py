@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._db.connection import Connection
-from ._enqueue import check_max_attempts, check_priority, check_queue_name
+from ._enqueue import OnConflict, check_max_attempts, check_priority, check_queue_name
 from ._job import Job
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
@@ -32,6 +32,8 @@ class Enqueuer(Protocol):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
     ) -> Job: ...
 
@@ -46,6 +48,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
     ) -> list[Job]: ...
 
@@ -60,6 +65,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
     ) -> int: ...
 
@@ -94,7 +102,7 @@ class Task(Generic[P, R]):
         self.timeout = timeout
         self.retry = retry
         self.signature = check_signature(fn, name)
-        self.check_keywords = KeywordCheck(self.signature, name)
+        self.check_keywords = KeywordCheck.of(self.signature, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self._queue = queue
 
@@ -119,6 +127,8 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> Job:
@@ -137,6 +147,8 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             connection=connection,
             idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
             concurrency_key=concurrency_key,
         )
 
@@ -148,6 +160,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
@@ -163,6 +178,9 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
             concurrency_key=concurrency_key,
         )
 
@@ -174,6 +192,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
@@ -189,5 +210,8 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
             concurrency_key=concurrency_key,
         )

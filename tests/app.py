@@ -44,6 +44,11 @@ async def crash() -> None:
     os.kill(os.getpid(), 9)
 
 
+@queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
+async def mail(to: str, subject: str = "") -> None:
+    await record("app.mail")
+
+
 SPANS = f'"{queue.schema}".spans'
 
 

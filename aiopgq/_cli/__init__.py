@@ -15,40 +15,59 @@ from typing import Any
 
 import asyncpg
 
+from .. import __version__
 from .._db.dsn import redact
 from .._errors import Error
-from . import jobs, local, queues, worker
-from .common import UsageError
+from . import jobs, local, ops, queues, schedules, top, worker
+from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
-COMMAND_MODULES = (jobs, queues, worker, local)
+COMMAND_MODULES = (jobs, queues, worker, ops, top, schedules, local)
 
 
 def _parser() -> argparse.ArgumentParser:
     # The common options work before or after the command: `aiopgq worker app:q --dsn ...`.
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--dsn",
-        default=argparse.SUPPRESS,
-        help="database URL (default: $AIOPGQ_DSN, then $DATABASE_URL)",
+    # Own actions on each subcommand, not one shared parent: argparse shares action objects
+    # with parents, and the SUPPRESS defaults must stay on the subcommands only.
+    parser = argparse.ArgumentParser(
+        prog="aiopgq",
+        description="An asyncio job queue on PostgreSQL. `aiopgq COMMAND --help` tells more.",
+        formatter_class=HelpFormatter,
     )
-    common.add_argument(
-        "--schema", default=argparse.SUPPRESS, help="schema of the queue tables (default aiopgq)"
-    )
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
-    parser = argparse.ArgumentParser(prog="aiopgq", description="PostgreSQL job queue for asyncio")
-    # Own actions, not `parents=[common]`: argparse shares action objects with parents,
-    # and the SUPPRESS defaults must stay on the subcommands only.
-    parser.add_argument("--dsn", help="database URL (default: $AIOPGQ_DSN, then $DATABASE_URL)")
-    parser.add_argument("--schema", help="schema of the queue tables (default aiopgq)")
+    parser.add_argument("--version", action="version", version=f"aiopgq {__version__}")
+    parser.add_argument("--dsn", help=DSN_HELP)
+    parser.add_argument("--schema", help=SCHEMA_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, help: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help, parents=[common])
+    def add(
+        name: str, help: str, *, dsn: bool = True, schema: bool = True
+    ) -> argparse.ArgumentParser:
+        command = commands.add_parser(
+            name, help=help, description=help, formatter_class=HelpFormatter
+        )
+        if dsn:
+            command.add_argument("--dsn", default=argparse.SUPPRESS, help=DSN_HELP)
+        if schema:
+            command.add_argument("--schema", default=argparse.SUPPRESS, help=SCHEMA_HELP)
+        command.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+        )
+        command.set_defaults(takes_dsn=dsn, takes_schema=schema)
+        return command
 
     for module in COMMAND_MODULES:
         module.register(add)
     return parser
+
+
+def _check_common_options(args: argparse.Namespace) -> None:
+    """--dsn or --schema given before a command that has no use for them."""
+    for option, taken in (("dsn", args.takes_dsn), ("schema", args.takes_schema)):
+        if getattr(args, option) is not None and not taken:
+            why = getattr(args, "no_database", "")
+            raise UsageError(
+                f"`aiopgq {args.command}` takes no --{option}" + (f": {why}" if why else "")
+            )
 
 
 def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]], int]:
@@ -63,6 +82,10 @@ def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]],
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with `argv` (default: sys.argv[1:]); the exit status.
+
+    >>> main(["status", "--dsn", "postgresql://localhost/app"])
+    """
     args = _parser().parse_args(argv)
     quiet = getattr(args, "quiet", False)  # the demo's progress bar and table tell the story
     logging.basicConfig(
@@ -72,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_uvloop = getattr(args, "uvloop", False) and not getattr(args, "no_uvloop", False)
     runner = _event_loop_runner(use_uvloop)
     try:
+        _check_common_options(args)
         if getattr(args, "sync", False):
             return int(args.run(args))
         return runner(args.run(args))

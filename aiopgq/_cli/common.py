@@ -1,18 +1,38 @@
-"""What every command shares: usage errors, the database address, loading the user's Queue."""
+"""What every command shares: help layout, usage errors, the database, the user's Queue."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
-from collections.abc import Callable
+from typing import Protocol
 
 from .._db.dsn import check_dsn, resolve_dsn
 from .._errors import Error
 from .._queue import Queue
 
-# Adds a subcommand: (name, help) -> its parser, with the common options attached.
-AddCommand = Callable[[str, str], argparse.ArgumentParser]
+DSN_HELP = "database URL (default: $AIOPGQ_DSN, else $DATABASE_URL)"
+SCHEMA_HELP = "schema of the queue tables (default: aiopgq)"
+
+
+class AddCommand(Protocol):
+    """Adds a subcommand and returns its parser, with -v and, unless told not to, --dsn
+    and --schema attached."""
+
+    def __call__(
+        self, name: str, help: str, *, dsn: bool = True, schema: bool = True
+    ) -> argparse.ArgumentParser: ...
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default after its help, unless there is none to show (None, a
+    flag's False) or the help says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
 
 
 class UsageError(Error):
@@ -30,9 +50,9 @@ def schema_of(args: argparse.Namespace) -> str:
     return str(args.schema or "aiopgq")
 
 
-def queue_of(args: argparse.Namespace) -> Queue:
+def queue_of(args: argparse.Namespace, *, max_payload_bytes: int = 1_000_000) -> Queue:
     """A Queue on the command line's database and schema (for commands without a target)."""
-    return Queue(dsn_of(args), schema=schema_of(args))
+    return Queue(dsn_of(args), schema=schema_of(args), max_payload_bytes=max_payload_bytes)
 
 
 def load_queue(target: str) -> Queue:
@@ -47,6 +67,13 @@ def load_queue(target: str) -> Queue:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+    except RuntimeError as exc:
+        if "running event loop" not in str(exc):
+            raise
+        raise UsageError(
+            f"importing {module_name!r} runs an event loop ({exc}): the worker imports the "
+            'module, so start yours only under `if __name__ == "__main__":`'
+        ) from None
     queue = getattr(module, attribute, None)
     if not isinstance(queue, Queue):
         raise UsageError(f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}")

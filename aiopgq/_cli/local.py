@@ -6,18 +6,54 @@ import argparse
 from pathlib import Path
 
 from .._db.dsn import resolve_dsn
+from .._embedded.running import DEFAULT_PORT
 from .common import AddCommand, UsageError
 
 
 def register(add: AddCommand) -> None:
-    server = add("server", "run a persistent local PostgreSQL (embedded) in the foreground")
-    server.add_argument("data_dir", nargs="?", type=Path, help="default ~/.local/share/aiopgq/pg18")
-    server.add_argument("--port", type=int, default=None, help="default: a free port")
-    server.set_defaults(run=serve, sync=True)
+    server = add(
+        "server",
+        "run a persistent local PostgreSQL (embedded) in the foreground until Ctrl-C; "
+        "prints the `export AIOPGQ_DSN=...` line to paste",
+        dsn=False,
+        schema=False,
+    )
+    server.add_argument(
+        "data_dir",
+        nargs="?",
+        type=Path,
+        help="data folder (default: ~/.local/share/aiopgq/pg18, as root /var/lib/aiopgq/pg18 "
+        "when the server account cannot enter root's home; the demo's folder too)",
+    )
+    server.add_argument(
+        "--port",
+        type=int,
+        metavar="PORT",
+        help=f"TCP port on 127.0.0.1 (default: the port of the folder's last start if free, "
+        f"else {DEFAULT_PORT} if free, else a free one)",
+    )
+    server.set_defaults(
+        run=serve,
+        sync=True,
+        quiet=True,
+        no_database="it starts its own PostgreSQL and prints the DSN to use",
+    )
 
-    demo = add("demo", "enqueue and run jobs on the embedded server (or --dsn) and report")
-    demo.add_argument("--jobs", type=int, default=20_000)
-    demo.set_defaults(run=demo_run, sync=True, quiet=True)
+    demo = add(
+        "demo",
+        "enqueue and run jobs on the embedded server (or on --dsn, $AIOPGQ_DSN, $DATABASE_URL) "
+        "and report",
+        schema=False,
+    )
+    demo.add_argument(
+        "--jobs", type=int, metavar="N", default=20_000, help="jobs to enqueue and drain"
+    )
+    demo.set_defaults(
+        run=demo_run,
+        sync=True,
+        quiet=True,
+        no_database="the demo works in a schema of its own, aiopgq_demo, dropped at each run",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:

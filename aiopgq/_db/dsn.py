@@ -8,7 +8,11 @@ from urllib.parse import urlsplit
 
 from .._errors import ConfigurationError
 
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
+# user:password@ right after "://"; the user part holds no blank, so prose after a
+# "postgresql://" in a message is not taken for credentials.
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)([^@]*)(@)")
+# The shape of a database URL, for messages: no password in it, so redact() leaves it whole.
+DSN_EXAMPLE = "postgresql://user@host:5432/dbname"
 
 
 def resolve_dsn(dsn: str | None = None) -> str | None:
@@ -24,12 +28,12 @@ def check_dsn(dsn: str) -> str:
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(
             f"cannot parse the database URL {redact(str(dsn))!r} ({exc}): "
-            "use postgresql://user:password@host:5432/dbname"
+            f"use {DSN_EXAMPLE} (a password goes after the user: user:secret@host)"
         ) from None
     if parts.scheme not in ("postgres", "postgresql"):
         raise ConfigurationError(
             f"cannot parse the database URL {redact(dsn)!r}: it must start with "
-            "postgresql:// (for example postgresql://user:password@host:5432/dbname)"
+            f"postgresql:// (for example {DSN_EXAMPLE})"
         )
     return dsn
 

@@ -1,4 +1,5 @@
-"""The connection pool a Queue creates: retried at start, without per-release resets."""
+"""The connections a Queue makes: its pool (retried at start, without per-release resets)
+and single connections (migrate), both failing with a ConfigurationError that names the server."""
 
 from __future__ import annotations
 
@@ -37,15 +38,28 @@ async def create_pool(
             left = deadline - time.monotonic()
             if not is_transient(exc) or left <= 0:
                 tries = backoff.failures + 1
-                raise ConfigurationError(
-                    f"cannot connect to {redact(dsn)}: {redact(str(exc)) or type(exc).__name__}"
-                    + (f" (gave up after {tries} tries)" if retry_for else "")
-                    + "; check the DSN and that the server is running"
-                ) from None
+                raise connect_error(dsn, exc, tries if retry_for else None) from None
             await asyncio.sleep(min(backoff.failed(exc), left))
         else:
             backoff.succeeded()
             return pool
+
+
+async def connect(dsn: str, connect_kwargs: Mapping[str, Any]) -> asyncpg.Connection:
+    """One connection outside any pool; ConfigurationError (no password) when it fails."""
+    try:
+        return await asyncpg.connect(dsn, **connect_kwargs)
+    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+        raise connect_error(dsn, exc) from None
+
+
+def connect_error(dsn: str, exc: BaseException, tries: int | None = None) -> ConfigurationError:
+    """What failed to connect where, and what to check."""
+    return ConfigurationError(
+        f"cannot connect to {redact(dsn)}: {redact(str(exc)) or type(exc).__name__}"
+        + (f" (gave up after {tries} tries)" if tries is not None else "")
+        + "; check the DSN and that the server is running"
+    )
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

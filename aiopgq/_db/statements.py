@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from .._errors import ConfigurationError
@@ -47,6 +48,16 @@ def render(relative: str, schema: str) -> str:
     return text.replace("{{schema}}", quote_identifier(schema))
 
 
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def for_psycopg(statement: str) -> str:
+    """A rendered statement for psycopg (SyncQueue): `$n` becomes the named placeholder
+    `%(pn)s` (a value used twice is passed once), `%` is doubled, comment lines go."""
+    lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+    return _PLACEHOLDER.sub(r"%(p\1)s", "\n".join(lines).replace("%", "%%"))
+
+
 class Statements:
     """Every runtime statement, rendered once for one schema."""
 
@@ -65,6 +76,7 @@ class Statements:
             "dequeue_queues",
             "dequeue_completing",
             "dequeue_limited",
+            "dequeue_limited_traced",
             "limited_queues",
             "configure_queue",
             "queue_settings",
@@ -84,8 +96,9 @@ class Statements:
             "insert_jobs",
             "insert_job_keyed",
             "insert_jobs_keyed",
+            "set_concurrency_key",
             "get_job",
-            "find_by_idempotency_key",
+            "enqueue_unique",
             "cancel",
             "status",
             "set_queue_notify",
@@ -94,6 +107,18 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "register_tasks",
+            "registered_tasks",
+            "insert_job_traced",
+            "insert_jobs_traced",
+            "worker_register",
+            "worker_deregister",
+            "expire_workers",
+            "queue_depth",
+            "schedule_register",
+            "schedule_state",
+            "take_ticks",
+            "schedule_status",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -101,6 +126,7 @@ class Statements:
     dequeue_queues: str
     dequeue_completing: str
     dequeue_limited: str
+    dequeue_limited_traced: str
     limited_queues: str
     configure_queue: str
     queue_settings: str
@@ -109,10 +135,15 @@ class Statements:
     drop_key_index: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool) -> str:
+    def claim(self, *, several_queues: bool, completing: bool, traced: bool = False) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
-        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        prepends the CTE that marks done the jobs riding along ($4-$6); `traced` returns
+        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        if traced:
+            tail = "date_part('epoch', j.created_at);"
+            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
+            statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
         if not completing:
             return statement
         head = "WITH next AS ("
@@ -131,8 +162,9 @@ class Statements:
     insert_jobs: str
     insert_job_keyed: str
     insert_jobs_keyed: str
+    set_concurrency_key: str
     get_job: str
-    find_by_idempotency_key: str
+    enqueue_unique: str
     cancel: str
     status: str
     set_queue_notify: str
@@ -141,3 +173,15 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    register_tasks: str
+    registered_tasks: str
+    insert_job_traced: str
+    insert_jobs_traced: str
+    worker_register: str
+    worker_deregister: str
+    expire_workers: str
+    queue_depth: str
+    schedule_register: str
+    schedule_state: str
+    take_ticks: str
+    schedule_status: str

@@ -95,3 +95,11 @@ def initdb_args(major: int, durable: bool) -> list[str]:
     if major >= 14:
         args.append("--no-instructions")
     return args
+
+
+def fallback_note(data_dir: Path, replaced: Path) -> str:
+    """Why the data lives in `data_dir` and not in the default `replaced` (we are root)."""
+    return (
+        f"PostgreSQL runs as an unprivileged account, which cannot enter {replaced}: "
+        f"the data lives in {data_dir} instead"
+    )

@@ -20,16 +20,12 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
-import sys
-import threading
 import time
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
 
 from .._errors import EmbeddedServerError
 from .._identifiers import is_identifier
@@ -41,6 +37,7 @@ from .data import (
     prepare_persistent,
     reachable_default_data_dir,
 )
+from .running import HOST, dsn_for, preferred_ports, running_server
 from .supervisor import Client
 
 __all__ = [
@@ -48,7 +45,6 @@ __all__ = [
     "default_data_dir",
     "find_pg_bin_dir",
     "persistent_data_dir",
-    "serve_forever",
     "start_persistent",
     "start_throwaway",
 ]
@@ -57,7 +53,6 @@ log = logging.getLogger("aiopgq.embedded")
 
 START_TIMEOUT = 30.0
 _RUNTIME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-_STOP_ON = (signal.SIGINT, signal.SIGTERM)
 
 # Live servers: stopped at interpreter exit, forgotten by forked children (see _after_fork).
 _live: weakref.WeakSet[EmbeddedServer] = weakref.WeakSet()
@@ -72,7 +67,7 @@ class EmbeddedServer:
             conn = await asyncpg.connect(server.ensure_database("app"))
     """
 
-    host = "127.0.0.1"
+    host = HOST
 
     def __init__(
         self,
@@ -104,7 +99,7 @@ class EmbeddedServer:
 
     def dsn_for(self, database: str) -> str:
         """DSN of another database on this server."""
-        return f"postgresql://postgres@{self.host}:{self.port}/{quote(database, safe='')}"
+        return dsn_for(self.port, database)
 
     def ensure_database(self, name: str) -> str:
         """Create database ``name`` unless it exists; return its DSN.
@@ -201,14 +196,18 @@ def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
 # -- starting ------------------------------------------------------------------------------
 
 
-def start_throwaway(*, port: int | None = None) -> EmbeddedServer:
+def start_throwaway(
+    *, port: int | None = None, settings: Mapping[str, str] | None = None
+) -> EmbeddedServer:
     """Start a server on a fresh temporary data folder, removed when it stops.
 
     The folder is made where the server account can enter ($TMPDIR, else /tmp), so this
     works as root with no arguments. Tuned for tests (fsync, synchronous_commit and
-    full_page_writes off).
+    full_page_writes off). `settings` are more postgresql.conf settings, e.g.
+    ``{"max_connections": "20"}``, or ``listen_addresses`` with an ``hba_file`` to let
+    other addresses in (the server trusts 127.0.0.1 only by default).
 
-        with start_throwaway() as server: ...
+        with start_throwaway(settings={"max_connections": "20"}) as server: ...
     """
     bin_dir, account, major = _binaries()
     run_dir = make_run_dir(account)  # where the server account can enter, even as root
@@ -219,22 +218,44 @@ def start_throwaway(*, port: int | None = None) -> EmbeddedServer:
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return _launch(bin_dir, account, major, data_dir, run_dir, port, initdb=True, persistent=False)
+    return _launch(
+        bin_dir,
+        account,
+        major,
+        data_dir,
+        run_dir,
+        port,
+        [],
+        initdb=True,
+        persistent=False,
+        extra_settings=settings,
+    )
 
 
 def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -> EmbeddedServer:
     """Start a server on a data folder kept across runs (initialised on first use).
 
     Durable default settings. ``data_dir`` defaults to `default_data_dir` for the binaries'
-    major version.
+    major version. Without ``port``, the port of the folder's last start if it is free, else
+    5433 if free, else a free one: a DSN stays valid across restarts. A folder that a server
+    runs on already is an EmbeddedServerError naming that server's DSN.
 
         server = start_persistent()  # ~/.local/share/aiopgq/pg18
     """
     bin_dir, account, major = _binaries()
     data_dir = (data_dir or default_data_dir(major)).expanduser().absolute()
+    running = running_server(data_dir)
+    if running is not None:
+        raise EmbeddedServerError(
+            f"PostgreSQL already runs on data folder {data_dir} (pid {running.pid}, port "
+            f"{running.port}): connect to {running.dsn}, or stop that server first"
+        )
     initdb = prepare_persistent(data_dir, major, account)
     run_dir = make_run_dir(account)
-    return _launch(bin_dir, account, major, data_dir, run_dir, port, initdb=initdb, persistent=True)
+    preferred = [] if port is not None else preferred_ports(data_dir)
+    return _launch(
+        bin_dir, account, major, data_dir, run_dir, port, preferred, initdb=initdb, persistent=True
+    )
 
 
 def persistent_data_dir() -> tuple[Path, Path | None]:
@@ -264,18 +285,22 @@ def _launch(
     data_dir: Path,
     run_dir: Path,
     port: int | None,
+    preferred_ports: list[int],
     *,
     initdb: bool,
     persistent: bool,
+    extra_settings: Mapping[str, str] | None = None,
 ) -> EmbeddedServer:
     settings = {"listen_addresses": "127.0.0.1", "unix_socket_directories": str(run_dir)}
     if not persistent:
         settings.update(_RUNTIME_SETTINGS)
+    settings.update({str(k): str(v) for k, v in (extra_settings or {}).items()})
     config = {
         "bin_dir": str(bin_dir),
         "data_dir": str(data_dir),
         "log_path": str(data_dir / "aiopgq-server.log"),
         "port": port,
+        "preferred_ports": preferred_ports,
         "settings": settings,
         "initdb_args": initdb_args(major, durable=persistent) if initdb else None,
         "user": account.as_config(),
@@ -347,32 +372,3 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-
-
-def serve_forever(data_dir: Path | None, port: int | None) -> int:
-    """Run a persistent server until SIGINT or SIGTERM; ``aiopgq server`` calls this.
-
-    Prints the DSN and data folder; returns the process exit code.
-
-        raise SystemExit(serve_forever(None, None))
-    """
-    stop = threading.Event()
-    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_ON}
-    try:
-        try:
-            server = start_persistent(data_dir, port=port)
-        except EmbeddedServerError as exc:
-            print(f"aiopgq server: {exc}", file=sys.stderr)
-            return 1
-        with server:
-            print(f"PostgreSQL {server.major} is ready: {server.dsn}")
-            print(f"data folder: {server.data_dir}  log: {server.log_path}")
-            print("stop with Ctrl-C", flush=True)
-            while not stop.wait(0.5):
-                if not server.running():
-                    print(f"aiopgq server: PostgreSQL exited; see {server.log_path}")
-                    return 1
-        return 0
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)

@@ -60,6 +60,7 @@ class Supervisor:
         self.data_dir = Path(config["data_dir"])
         self.log_path = Path(config["log_path"])
         self.port: int | None = config["port"]
+        self.preferred_ports: list[int] = list(config.get("preferred_ports") or ())
         self.settings: dict[str, str] = config["settings"]
         self.initdb_args: list[str] | None = config["initdb_args"]
         self.start_timeout = float(config["start_timeout"])
@@ -190,10 +191,15 @@ class Supervisor:
         return f"log tail ({where}):\n{_tail(text)}"
 
     def start(self) -> None:
-        """Start postgres, retrying on a fresh port if ours was taken meanwhile."""
-        attempts = 1 if self.port is not None else _PORT_ATTEMPTS
-        for attempt in range(1, attempts + 1):
-            port = self.port if self.port is not None else _free_port()
+        """Start postgres on the port asked for, else on the first preferred port that is
+        not taken meanwhile, else on a free one (a fresh one if that was taken meanwhile)."""
+        candidates: list[int | None]
+        if self.port is not None:
+            candidates = [self.port]
+        else:
+            candidates = [*self.preferred_ports, *[None] * _PORT_ATTEMPTS]
+        for attempt, candidate in enumerate(candidates, 1):
+            port = candidate if candidate is not None else _free_port()
             mark = os.lseek(self.log_fd, 0, os.SEEK_END)
             problem = self.launch(port)
             if problem is None:
@@ -204,7 +210,7 @@ class Supervisor:
             tail = self.log_tail(since=mark)
             if self.port is not None and "already in use" in tail:
                 problem = f"port {port} is in use: pass another port, or none to get a free one"
-            if attempt == attempts or "already in use" not in tail:
+            if attempt == len(candidates) or "already in use" not in tail:
                 raise _Failure(f"{problem}; {tail}")
 
     def launch(self, port: int) -> str | None:

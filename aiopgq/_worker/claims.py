@@ -42,6 +42,7 @@ class Claims:
         *,
         settings_interval: float,
         hold_transaction: bool = False,
+        traced: bool = False,
     ) -> None:
         self._pool = pool
         self._sql = sql
@@ -49,6 +50,8 @@ class Claims:
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         self._wakeups = wakeups
+        self._traced = traced  # rows carry each job's trace_context as a tenth column
+        self._claim_limited_sql = sql.dequeue_limited_traced if traced else sql.dequeue_limited
         self._queues = list(queues)
         self._settings_interval = settings_interval
         # A held transaction keeps a limited queue's lock for its whole batch: peers
@@ -71,8 +74,10 @@ class Claims:
     def _use_plain(self, queues: list[str]) -> None:
         self._plain_queues = queues
         several = len(queues) > 1
-        self._claim = self._sql.claim(several_queues=several, completing=False)
-        self._claim_completing = self._sql.claim(several_queues=several, completing=True)
+        self._claim = self._sql.claim(several_queues=several, completing=False, traced=self._traced)
+        self._claim_completing = self._sql.claim(
+            several_queues=several, completing=True, traced=self._traced
+        )
         self._queues_arg = list(queues) if several else (queues[0] if queues else "")
 
     async def claim(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
@@ -125,7 +130,7 @@ class Claims:
         queues = self._limited
         self._limited = queues[1:] + queues[:1]  # each limited queue goes first in turn
         rows: list[asyncpg.Record] = await conn.fetch(
-            self._sql.dequeue_limited,
+            self._claim_limited_sql,
             queues,
             limit,
             self._worker_id,

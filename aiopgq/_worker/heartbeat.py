@@ -1,4 +1,5 @@
-"""Heartbeat: extends the lease of every job this worker holds, in one statement."""
+"""Heartbeat: extends the lease of every job this worker holds, in one statement,
+and tells the workers registry this worker is alive."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncpg
 
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .presence import Presence
 
 logger = logging.getLogger("aiopgq.heartbeat")
 
@@ -20,18 +22,20 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
+    presence: Presence,
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`, then
+    the registry row (one statement more per interval, held jobs or not)."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
         ids = held_ids()
-        if not ids:
-            continue
-        try:
-            async with pool.acquire() as conn:
-                await conn.execute(sql.heartbeat, ids, worker_id)
-        except Exception as exc:
-            backoff.failed(exc)  # the interval is the delay
-        else:
-            backoff.succeeded()
+        if ids:
+            try:
+                async with pool.acquire() as conn:
+                    await conn.execute(sql.heartbeat, ids, worker_id)
+            except Exception as exc:
+                backoff.failed(exc)  # the interval is the delay
+            else:
+                backoff.succeeded()
+        await presence.beat()

@@ -59,9 +59,10 @@ ALTER TABLE {{schema}}.jobs ADD COLUMN concurrency_key text;
 -- `wait`: block on a queue's lock (lease mode: claims are short), or skip a queue
 -- whose lock a peer holds (hold-transaction mode: a peer holds it for a batch).
 --
--- Returns the claimed rows as sql/dequeue.sql does, and for each queue whose limit
--- held back runnable jobs one row with a NULL id:
---   (NULL, queue, 'limit', NULL, NULL, NULL, NULL, wait, NULL)
+-- Returns the claimed rows as sql/dequeue.sql does (with the trace context as a tenth
+-- column, as Statements.claim(traced=True)), and for each queue whose limit held back
+-- runnable jobs one row with a NULL id:
+--   (NULL, queue, 'limit', NULL, NULL, NULL, NULL, wait, NULL, NULL)
 -- where wait is 0 when a running job must end first, the seconds until the next
 -- token of a rate limit (or until a peer holding the queue's lock may be done, when
 -- not waiting for it), or -1 when keys this claim did not visit may have room
@@ -84,7 +85,8 @@ CREATE FUNCTION {{schema}}.claim_limited(
     done_ids bigint[], done_attempts integer[], done_results text[]
 ) RETURNS TABLE (
     id bigint, queue text, task text, payload text, priority integer, attempts integer,
-    max_attempts integer, run_at double precision, created_at double precision
+    max_attempts integer, run_at double precision, created_at double precision,
+    trace_context text
 )
 LANGUAGE plpgsql VOLATILE
 -- Every statement below reads an index. Before jobs has statistics (a new table, or
@@ -138,7 +140,8 @@ BEGIN
                   AND p.run_at <= now()
             ) THEN
                 RETURN QUERY SELECT NULL::bigint, q, 'limit'::text, NULL::text, NULL::integer,
-                    NULL::integer, NULL::integer, 0.05::double precision, NULL::double precision;
+                    NULL::integer, NULL::integer, 0.05::double precision, NULL::double precision,
+                    NULL::text;
             END IF;
             CONTINUE;
         END IF;
@@ -291,7 +294,7 @@ BEGIN
             WHERE j.ctid = chosen.tid AND j.id = chosen.id
             RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts,
                       j.max_attempts, date_part('epoch', j.run_at),
-                      date_part('epoch', j.created_at);
+                      date_part('epoch', j.created_at), j.trace_context::text;
             GET DIAGNOSTICS claimed = ROW_COUNT;
             IF claimed < allowed THEN
                 -- Keys at their limit, or keys not visited yet: go on at once only
@@ -316,7 +319,7 @@ BEGIN
             WHERE j.ctid = next.tid AND j.id = next.id
             RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts,
                       j.max_attempts, date_part('epoch', j.run_at),
-                      date_part('epoch', j.created_at);
+                      date_part('epoch', j.created_at), j.trace_context::text;
             GET DIAGNOSTICS claimed = ROW_COUNT;
             IF claimed < allowed THEN
                 held := NULL;  -- no runnable job left: no limit held us back
@@ -340,7 +343,7 @@ BEGIN
                           WHEN 'keys' THEN -1::double precision
                           WHEN 'share' THEN -1::double precision
                           ELSE 0::double precision END,
-                NULL::double precision;
+                NULL::double precision, NULL::text;
         END IF;
     END LOOP;
 END

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 
 import asyncpg
 import pytest
 
-from aiopgq import ConfigurationError, Queue, QueueSettings
+from aiopgq import ConfigurationError, Job, Observer, Queue, QueueSettings
 
 from ..helpers import eventually
 from .spans import peak_overlap, violations
@@ -231,3 +232,63 @@ async def test_jobs_without_a_key_in_a_key_limited_queue_still_run(queue: Queue)
     await queue.enqueue_many("slow", [{}] * 5)
     await queue.worker(concurrency=10, poll_interval=0.1).run(burst=True)
     assert sorted(key for _, _, key in spans) == [""] * 5 + ["a"] * 5
+
+
+class _Carried:
+    @property
+    def trace_context(self) -> Mapping[str, str]:
+        return {"traceparent": "00-limits"}
+
+    def ended(self, job_ids: object, error: object) -> None:
+        pass
+
+
+class _Carrier(Observer):
+    reads_trace_context = True  # workers claim with a tenth column
+
+    def __init__(self) -> None:
+        self.started: list[Mapping[str, str] | None] = []
+
+    def enqueue_started(self, task: str, queue: str, count: int) -> _Carried:
+        return _Carried()
+
+    def job_started(self, job: Job, trace_context: Mapping[str, str] | None) -> None:
+        self.started.append(trace_context)
+
+
+async def test_traced_workers_get_the_trace_context_of_limited_and_keyed_jobs(
+    dsn: str, schema: str
+) -> None:
+    carrier = _Carrier()
+    queue = Queue(dsn, schema=schema, observers=[carrier])
+    await queue.migrate()
+
+    @queue.task(name="traced")
+    async def traced() -> None:
+        pass
+
+    async with queue:
+        await queue.configure("default", concurrency=2, key_concurrency=1)
+        await queue.enqueue("traced", {}, concurrency_key="a")
+        await queue.enqueue_many("traced", [{}, {}], concurrency_key="b")
+        await queue.copy_many("traced", [{}], concurrency_key="c")
+        await queue.enqueue("traced", {})
+        await queue.worker(poll_interval=0.1).run(burst=True)
+    assert carrier.started == [{"traceparent": "00-limits"}] * 5
+
+
+async def test_unique_jobs_keep_their_concurrency_key(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    first = await queue.enqueue("u", {"n": 1}, idempotency_key="k1", concurrency_key="tenant")
+    again = await queue.enqueue("u", {"n": 1}, idempotency_key="k1", concurrency_key="tenant")
+    assert again.id == first.id
+    more = await queue.enqueue_many(
+        "u", [{"n": 2}, {"n": 3}], idempotency_keys=["k2", "k3"], concurrency_key="other"
+    )
+    rows = await conn.fetch(f'SELECT id, concurrency_key FROM "{queue.schema}".jobs ORDER BY id')
+    assert [(r["id"], r["concurrency_key"]) for r in rows] == [
+        (first.id, "tenant"),
+        (more[0].id, "other"),
+        (more[1].id, "other"),
+    ]
