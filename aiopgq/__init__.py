@@ -15,7 +15,7 @@ from ._errors import (
     SchemaError,
     TaskNotFound,
 )
-from ._job import Job, JobStatus, current_job
+from ._job import Job, JobError, JobStatus, current_job
 from ._limits import QueueSettings
 from ._observer import Observer
 from ._queue import Queue
@@ -34,6 +34,7 @@ __all__ = [
     "EmbeddedServerError",
     "Error",
     "Job",
+    "JobError",
     "JobNotFound",
     "JobStatus",
     "Observer",

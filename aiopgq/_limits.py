@@ -87,7 +87,7 @@ class Limits(QueueCore):
                     check_queue_name(queue),
                     *args,
                     changed,
-                    self.sql.settings_channel,
+                    self.sql.channel,
                 )
         assert row is not None
         return _settings(row)

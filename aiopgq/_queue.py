@@ -8,13 +8,13 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from ._control import Control
 from ._db import migrations
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
-from ._inspection import Inspection
 from ._instrumented import Instrumented
 from ._limits import Limits
 from ._observer import Observer, combine
@@ -29,7 +29,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, Instrumented, Periodic, Enqueuing, Limits):
+class Queue(Control, Instrumented, Periodic, Enqueuing, Limits):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

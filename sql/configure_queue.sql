@@ -1,6 +1,7 @@
 -- Set the limits of queue $1 named in $6 (the others keep their values) to $2
 -- concurrency, $3 rate, $4 burst, $5 key_concurrency (NULL: none), and tell the
--- workers at once on channel $7 (they also re-read them every poll interval).
+-- workers at once with a control message on channel $7 (aiopgq/_worker/control.py;
+-- they also re-read which queues have limits every poll interval).
 WITH saved AS (
     INSERT INTO {{schema}}.queues AS q (queue, concurrency, rate, burst, key_concurrency)
     VALUES ($1, $2, $3, $4, $5)
@@ -13,4 +14,4 @@ WITH saved AS (
                                THEN excluded.key_concurrency ELSE q.key_concurrency END
     RETURNING q.queue, q.concurrency, q.rate, q.burst, q.key_concurrency
 )
-SELECT saved.* FROM saved CROSS JOIN pg_notify($7, $1);
+SELECT saved.* FROM saved CROSS JOIN pg_notify($7, json_build_object('limits', $1)::text);

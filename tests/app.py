@@ -12,18 +12,20 @@ queue = Queue(os.environ["AIOPGQ_DSN"], schema=os.environ["AIOPGQ_TEST_SCHEMA"])
 LEDGER = f'"{queue.schema}".ledger'
 
 
-async def record(name: str) -> None:
-    """Write one row per execution, in its own transaction."""
+async def record(name: str, at: float | None = None) -> None:
+    """Write one row per execution, in its own transaction (`at`: when, else now)."""
     from aiopgq import current_job
 
     job = current_job()
     async with queue.pool.acquire() as conn:
         await conn.execute(
-            f"INSERT INTO {LEDGER} (job_id, attempt, pid, task) VALUES ($1, $2, $3, $4)",
+            f"INSERT INTO {LEDGER} (job_id, attempt, pid, task, at) "
+            "VALUES ($1, $2, $3, $4, coalesce(to_timestamp($5), clock_timestamp()))",
             job.id,
             job.attempts,
             os.getpid(),
             name,
+            at,
         )
 
 

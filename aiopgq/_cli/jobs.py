@@ -119,6 +119,7 @@ async def status(args: argparse.Namespace) -> int:
     async with queue_of(args) as queue:
         await queue.check_schema()
         rows = await queue.status()
+        paused = await queue.paused_queues()
     print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16}")
     for row in rows:
         age = row["oldest_runnable_age"]
@@ -128,4 +129,6 @@ async def status(args: argparse.Namespace) -> int:
         )
     if not rows:
         print("(no jobs)")
+    if paused:
+        print(f"paused queues: {', '.join(paused)} (`aiopgq resume QUEUE` to resume)")
     return 0

@@ -66,11 +66,6 @@ class Statements:
         # The insert trigger notifies on a channel named after the schema (see
         # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
         self.channel = self.schema
-        # configure() tells workers on this channel that a queue's limits changed (the
-        # payload is the queue). ':' keeps it apart from every schema's wake-up channel;
-        # a long schema name is cut to fit 63 bytes (a shared channel only costs the
-        # other schema's workers a re-read of their settings).
-        self.settings_channel = self.schema[:54] + ":settings"
         for name in (
             "dequeue",
             "dequeue_queues",
@@ -107,6 +102,11 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "set_queue_paused",
+            "paused_queues",
+            "retry_jobs",
+            "failed_jobs_page",
+            "list_jobs",
             "register_tasks",
             "registered_tasks",
             "insert_job_traced",
@@ -173,6 +173,11 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    set_queue_paused: str
+    paused_queues: str
+    retry_jobs: str
+    failed_jobs_page: str
+    list_jobs: str
     register_tasks: str
     registered_tasks: str
     insert_job_traced: str

@@ -2,19 +2,18 @@
 
 A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them running
 in one statement; the `done`s the completer buffered ride along and commit with it.
-
-Queues with limits (concurrency, rate, per-key: see `Queue.configure`) are claimed
-through their own statement, which applies them (sql/dequeue_limited.sql); the
-others through the plain one, which never reads a queue's settings. Which queues
-have limits is read at the first claim, again when configure() says so (NOTIFY),
-and at least every `settings_interval` seconds.
+It reads the worker's queues that are not paused (pauses.py). Those with limits
+(concurrency, rate, per-key: see `Queue.configure`; pauses.py knows which) are
+claimed through their own statement, which applies them (sql/dequeue_limited.sql);
+the others through the plain one, which never reads a queue's settings. The
+statements and their queue arguments are chosen again only when the paused set or
+the limited set changes.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,6 +23,7 @@ from asyncpg.pool import PoolConnectionProxy
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .completer import Completer, Outcomes
+from .pauses import Pauses
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.fetcher")
@@ -34,14 +34,12 @@ class Claims:
         self,
         pool: asyncpg.Pool,
         sql: Statements,
-        queues: Sequence[str],
+        pauses: Pauses,
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
         wakeups: Wakeups,
         *,
-        settings_interval: float,
-        hold_transaction: bool = False,
         traced: bool = False,
     ) -> None:
         self._pool = pool
@@ -49,20 +47,14 @@ class Claims:
         self._worker_id = worker_id
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
+        self._pauses = pauses
         self._wakeups = wakeups
         self._traced = traced  # rows carry each job's trace_context as a tenth column
         self._claim_limited_sql = sql.dequeue_limited_traced if traced else sql.dequeue_limited
-        self._queues = list(queues)
-        self._settings_interval = settings_interval
-        # A held transaction keeps a limited queue's lock for its whole batch: peers
-        # skip that queue meanwhile instead of waiting for it.
-        self._wait_for_locks = not hold_transaction
-        self._limited: list[str] = []  # claimed through dequeue_limited, in turn order
-        self._plain_queues: list[str] = []
+        self._version = -1  # of the sets (pauses.py) the targets below were chosen for
+        self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
         self._claim = self._claim_completing = ""
-        self._queues_arg: str | list[str] = ""
-        self._use_plain(self._queues)
-        self._settings_due = 0.0  # time.monotonic() of the next read: at the first claim
+        self._queues_arg: str | list[str] | None = None  # None: no plain queue is active
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self.count = 0
@@ -71,17 +63,12 @@ class Claims:
         self.held_back = False
         self.more = False
 
-    def _use_plain(self, queues: list[str]) -> None:
-        self._plain_queues = queues
-        several = len(queues) > 1
-        self._claim = self._sql.claim(several_queues=several, completing=False, traced=self._traced)
-        self._claim_completing = self._sql.claim(
-            several_queues=several, completing=True, traced=self._traced
-        )
-        self._queues_arg = list(queues) if several else (queues[0] if queues else "")
-
-    async def claim(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
-        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along)."""
+    async def claim(
+        self, conn: Connection, limit: int, *, held: bool = False
+    ) -> list[asyncpg.Record]:
+        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along).
+        `held`: in a transaction held for the batch (holding.py), which would keep a
+        limited queue's lock as long: skip a queue whose lock a peer holds, do not wait."""
         if self._orphans_possible:
             orphans = await conn.fetch(self._sql.release_orphans, self._worker_id, self._held_ids())
             self._orphans_possible = False
@@ -89,16 +76,19 @@ class Claims:
                 logger.warning(
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
-        if self._wakeups.settings_stale or time.monotonic() >= self._settings_due:
-            await self._read_settings(conn)
+        if self._version != self._pauses.version:
+            self._target()
+        self.held_back = self.more = False
+        if self._queues_arg is None and not self._limited:
+            return []  # every queue is paused
         self.count += 1
         riding = self._completer.take_done()
         try:
             if self._limited:
-                rows = await self._claim_limited(conn, limit, riding)
+                rows = await self._claim_limited(conn, limit, riding, wait=not held)
                 self._completer.landed(riding, committed=True)
                 riding = Outcomes()
-                if len(rows) >= limit or not self._plain_queues:
+                if len(rows) >= limit or self._queues_arg is None:
                     return rows
                 return rows + await self._claim_plain(conn, limit - len(rows), riding)
             return await self._claim_plain(conn, limit, riding)
@@ -125,7 +115,7 @@ class Claims:
         return rows
 
     async def _claim_limited(
-        self, conn: Connection, limit: int, riding: Outcomes
+        self, conn: Connection, limit: int, riding: Outcomes, *, wait: bool
     ) -> list[asyncpg.Record]:
         queues = self._limited
         self._limited = queues[1:] + queues[:1]  # each limited queue goes first in turn
@@ -134,12 +124,11 @@ class Claims:
             queues,
             limit,
             self._worker_id,
-            self._wait_for_locks,
+            wait,
             riding.done_ids,
             riding.done_attempts,
             riding.done_results,
         )
-        self.held_back = self.more = False
         jobs = []
         for row in rows:
             if row[0] is not None:
@@ -154,24 +143,20 @@ class Claims:
                     self._wakeups.look_again_in(wait)
         return jobs
 
-    async def _read_settings(self, conn: Connection) -> None:
-        self._wakeups.settings_stale = False  # a NOTIFY from now on asks again
-        try:
-            limited: list[str] = list(await conn.fetchval(self._sql.limited_queues, self._queues))
-        except BaseException:
-            self._wakeups.settings_stale = True
-            raise
-        self._settings_due = time.monotonic() + self._settings_interval
-        if sorted(limited) == sorted(self._limited):
-            return
-        logger.info(
-            "queues with limits: %s",
-            ",".join(limited) or "none",
-            extra={"worker": self._worker_id, "queues": limited},
+    def _target(self) -> None:
+        """Claim from the queues not paused: those with limits through the limited claim,
+        the others through one queue's statement or the several's."""
+        active, limited = self._pauses.active(), self._pauses.limited
+        self._limited = [q for q in active if q in limited]
+        plain = [q for q in active if q not in limited]
+        several = len(plain) > 1
+        traced = self._traced
+        self._claim = self._sql.claim(several_queues=several, completing=False, traced=traced)
+        self._claim_completing = self._sql.claim(
+            several_queues=several, completing=True, traced=traced
         )
-        self._limited = limited
-        self._use_plain([q for q in self._queues if q not in limited])
-        self.held_back = self.more = False
+        self._queues_arg = (list(plain) if several else plain[0]) if plain else None
+        self._version = self._pauses.version
 
     def failed(self) -> None:
         """A claim failed: its reply was lost, maybe after it committed. Before the next

@@ -1,10 +1,14 @@
 """Heartbeat: extends the lease of every job this worker holds, in one statement,
-and tells the workers registry this worker is alive."""
+and tells the workers registry this worker is alive.
+
+The lease statement also returns the jobs among them that were cancelled meanwhile:
+the fallback for a cancel NOTIFY the listener missed (sql/heartbeat.sql).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import asyncpg
@@ -22,10 +26,12 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
+    cancelled: Callable[[Sequence[int]], object],
     presence: Presence,
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`, then
-    the registry row (one statement more per interval, held jobs or not)."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()` and pass
+    those that were cancelled to `cancelled`, then the registry row (one statement more
+    per interval, held jobs or not)."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
@@ -33,9 +39,11 @@ async def run_heartbeat(
         if ids:
             try:
                 async with pool.acquire() as conn:
-                    await conn.execute(sql.heartbeat, ids, worker_id)
+                    gone = await conn.fetchval(sql.heartbeat, ids, worker_id)
             except Exception as exc:
                 backoff.failed(exc)  # the interval is the delay
             else:
                 backoff.succeeded()
+                if gone:
+                    cancelled(gone)
         await presence.beat()

@@ -78,7 +78,7 @@ class HoldingFetcher:
     async def _run_batch(self) -> int:
         conn = await self._claims.connection()
         async with conn.transaction():
-            rows = await self._claims.claim(conn, self._concurrency)
+            rows = await self._claims.claim(conn, self._concurrency, held=True)
             if rows:
                 outcomes = Outcomes()
                 await asyncio.gather(*self._dispatcher.start(rows, sink=outcomes))

@@ -1,9 +1,9 @@
 """Wakeups: everything that can give the fetcher a reason to claim again.
 
 A NOTIFY for one of our queues, a reconnected LISTEN, a freed slot, committed
-outcomes, a retry time coming due, a queue's limits changed or about to let a job
-through. The listener, dispatcher, completer and claims signal here; only the
-fetcher waits. Wake-ups are hints: the claim statement decides.
+outcomes, a retry time coming due, a limit about to let a job through. The
+listener, dispatcher, completer and claims signal here; only the fetcher waits.
+Wake-ups are hints: the claim statement decides.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ class Wakeups:
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
         self._next_run_at: float | None = None
         self._to_drain: set[str] = set()  # queues NOTIFYed since the last skipper drain
-        self.settings_stale = False  # a queue's limits changed: re-read before claiming
 
     # -- signals (listener, dispatcher, completer, worker) ----------------------------
 
@@ -39,11 +38,6 @@ class Wakeups:
     def caught_up(self) -> None:
         """LISTEN (re)connected: notifications may have been missed meanwhile."""
         self._to_drain.update(self._queues)
-        self._wake.set()
-
-    def settings_changed(self) -> None:
-        """configure() changed the limits of one of our queues (its NOTIFY)."""
-        self.settings_stale = True
         self._wake.set()
 
     def progress(self) -> None:

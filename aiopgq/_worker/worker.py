@@ -3,10 +3,9 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs and keeps the registry row fresh;
-maintenance: rescues, expires dead workers' rows, prunes; scheduler: enqueues the
-ticks of periodic tasks. With observers (metrics, tracing) the dispatcher tells them
-about each job; with a metrics port, /metrics.
+listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
+heartbeat: leases (hearing of cancelled jobs), registry row; maintenance: rescues, expires
+dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
 from __future__ import annotations
@@ -32,12 +31,14 @@ from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
 from .contracts import QueueSpec
+from .control import Controls
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
+from .pauses import Pauses
 from .presence import Presence
 from .registration import register_tasks
 from .scheduler import Scheduler
@@ -222,19 +223,11 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(
-            pool,
-            sql,
-            self.queues,
-            self.id,
-            completer,
-            held_ids,
-            wakeups,
-            settings_interval=self.poll_interval,
-            hold_transaction=self.hold_transaction,
-            traced=traced,
-        )
-        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
+        await pauses.refresh(pool)  # before the first claim
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, traced=traced)
+        controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
+        listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -274,9 +267,17 @@ class Worker:
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
             services.start_soon(
-                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval, presence
+                run_heartbeat,
+                pool,
+                sql,
+                self.id,
+                held_ids,
+                self.heartbeat_interval,
+                dispatcher.cancel,
+                presence,
             )
             services.start_soon(self._maintain, pool)
+            services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
             schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
@@ -354,7 +355,7 @@ class Worker:
             ),
         )
 
-    def _make_listener(self, wakeups: Wakeups) -> Listener:
+    def _make_listener(self, wakeups: Wakeups, controls: Controls) -> Listener:
         dsn, kwargs = self.queue.connect_args()
         dsn = self.listen_dsn or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
@@ -362,7 +363,7 @@ class Worker:
         async def connect() -> asyncpg.Connection:
             return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
-        return Listener(connect, self.queue.sql, self.queues, wakeups)
+        return Listener(connect, self.queue.sql, self.queues, wakeups, controls=controls)
 
     # -- running in the background of an asyncio service ---------------------------
 
