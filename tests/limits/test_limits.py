@@ -143,14 +143,15 @@ async def test_rate_limit_spaces_the_starts_and_a_burst_worker_waits_for_them(
 
 
 async def test_limits_set_at_run_time_apply_within_a_poll_interval(queue: Queue) -> None:
-    # Unlimited while a backlog runs; then configure(concurrency=2): the workers learn
-    # it from the NOTIFY (the first worker) or at their next poll (the second does not
-    # listen), and no job starts past the limit after one poll interval.
+    # Unlimited while a backlog runs; then configure(concurrency=2). The first worker
+    # listens but polls every 30 s: only configure()'s NOTIFY can tell it in time. The
+    # second does not listen: it learns at its next read of the queues' settings (every
+    # half poll interval). After one poll interval no job starts past the limit.
     poll = 0.5
     spans = recorder(queue, "slow", 0.05)
     await queue.enqueue_many("slow", [{}] * 400)
     workers = [
-        queue.worker(concurrency=10, poll_interval=poll),
+        queue.worker(concurrency=10, poll_interval=30),
         queue.worker(concurrency=10, poll_interval=poll, listen=False),
     ]
     async with workers[0], workers[1]:
@@ -169,6 +170,19 @@ async def test_limits_set_at_run_time_apply_within_a_poll_interval(queue: Queue)
         await eventually(
             lambda: peak_overlap((s, e) for s, e, _ in spans if s > lifted_at + poll) > 2
         )
+
+
+async def test_a_paused_queue_keeps_its_limits(queue: Queue) -> None:
+    spans = recorder(queue, "slow", 0.01)
+    await queue.configure("default", concurrency=2)
+    await queue.pause("default")
+    await queue.enqueue_many("slow", [{}] * 20)
+    async with queue.worker(concurrency=10, poll_interval=0.2):
+        await asyncio.sleep(0.5)
+        assert spans == []  # paused
+        await queue.resume("default")
+        await eventually(lambda: len(spans) == 20)
+    assert peak_overlap((s, e) for s, e, _ in spans) == 2
 
 
 async def test_keys_take_turns_so_small_keys_finish_long_before_a_big_backlog(
