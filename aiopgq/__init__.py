@@ -16,6 +16,7 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobError, JobStatus, current_job
+from ._limits import QueueSettings
 from ._observer import Observer
 from ._queue import Queue
 from ._retry import Retry
@@ -39,6 +40,7 @@ __all__ = [
     "Observer",
     "Queue",
     "QueueNotOpen",
+    "QueueSettings",
     "Retry",
     "SchemaError",
     "SyncQueue",
