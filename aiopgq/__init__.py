@@ -16,6 +16,7 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobError, JobStatus, current_job
+from ._overview import QueueStats
 from ._queue import Queue
 from ._retry import Retry
 from ._task import Task
@@ -32,6 +33,7 @@ __all__ = [
     "JobStatus",
     "Queue",
     "QueueNotOpen",
+    "QueueStats",
     "Retry",
     "SchemaError",
     "Task",

@@ -26,6 +26,7 @@ from ._enqueue import (
 )
 from ._errors import ConfigurationError
 from ._job import Job, build_job
+from ._overview import Overview
 from ._payload import encode_payload
 from ._retry import Retry
 from ._task import Task
@@ -35,7 +36,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Control):
+class Queue(Control, Overview):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

@@ -85,6 +85,7 @@ class Statements:
             "retry_jobs",
             "failed_jobs_page",
             "list_jobs",
+            "queue_stats",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -128,3 +129,4 @@ class Statements:
     retry_jobs: str
     failed_jobs_page: str
     list_jobs: str
+    queue_stats: str
