@@ -175,7 +175,7 @@ async def test_the_command_answers_only_its_own_host_and_stops_cleanly(
         running.process.send_signal(signal.SIGTERM)
         assert running.process.wait(15) == 0
     finally:
-        code, out, err = stop(running.process)
+        _, out, err = stop(running.process)
     assert out.startswith(f"aiopgq dashboard for schema {queue.schema}: http://127.0.0.1:")
     assert "(actions need the token)" in out and err == ""
 
