@@ -75,16 +75,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def main() -> None:
-    dsn = os.environ.get("AIOPGQ_DSN") or os.environ["DATABASE_URL"]
-    queue = await seed(dsn)
-    worker = queue.worker(queues=["emails", "reports", "webhooks"], concurrency=20)
-    running = asyncio.create_task(worker.run())
-    await asyncio.sleep(4)  # the worker drains most of it; a few reports keep running
-    # More arrivals, so that the rates show traffic in and out.
-    await queue.enqueue_many(
-        "mail.send", [{"to": f"late{i}@example.com", "template": "receipt"} for i in range(130)]
-    )
+def photograph(dsn: str) -> None:
+    """Serve the demo schema with `aiopgq dashboard` and save a screenshot of it."""
     port = free_port()
     env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_DASHBOARD_TOKEN": "demo"}
     server = subprocess.Popen(
@@ -115,6 +107,21 @@ async def main() -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+async def main() -> None:
+    dsn = os.environ.get("AIOPGQ_DSN") or os.environ["DATABASE_URL"]
+    queue = await seed(dsn)
+    worker = queue.worker(queues=["emails", "reports", "webhooks"], concurrency=20)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(4)  # the worker drains most of it; a few reports keep running
+    # More arrivals, so that the rates show traffic in and out.
+    await queue.enqueue_many(
+        "mail.send", [{"to": f"late{i}@example.com", "template": "receipt"} for i in range(130)]
+    )
+    try:
+        await asyncio.to_thread(photograph, dsn)  # the worker runs on meanwhile
+    finally:
         worker.stop()
         await running
         await queue.close()
