@@ -19,6 +19,7 @@ from ._job import Job, JobError, JobStatus, current_job
 from ._overview import QueueStats
 from ._queue import Queue
 from ._retry import Retry
+from ._sync import SyncQueue
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -36,6 +37,7 @@ __all__ = [
     "QueueStats",
     "Retry",
     "SchemaError",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",

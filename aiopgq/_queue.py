@@ -18,6 +18,7 @@ from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
+    TaskDefaults,
     copy_batch,
     insert_batch,
     insert_job,
@@ -28,6 +29,7 @@ from ._errors import ConfigurationError
 from ._job import Job, build_job
 from ._overview import Overview
 from ._payload import encode_payload
+from ._registry import RegistryCache, RegistryLookup
 from ._retry import Retry
 from ._task import Task
 from ._worker.worker import Worker
@@ -36,7 +38,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Control, Overview):
+class Queue(Control, Overview, RegistryLookup):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
@@ -70,6 +72,7 @@ class Queue(Control, Overview):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self._registry = RegistryCache()
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
@@ -106,6 +109,7 @@ class Queue(Control, Overview):
             if max_pool_size < 1:
                 raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
             self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
+        self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
@@ -126,6 +130,7 @@ class Queue(Control, Overview):
 
     async def close(self) -> None:
         """Close the pool if this Queue created it."""
+        self._registry_lock = None  # bound to this event loop
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -232,17 +237,25 @@ class Queue(Control, Overview):
         connection: Connection | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Enqueue a job by task name; defaults come from the task if registered here.
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         """
         known = self.tasks.get(task)
-        if known is not None and payload is not None:
-            payload = known.bind((), payload)  # same checks as known.enqueue()
+        defaults: TaskDefaults | None = known
+        if known is not None:
+            if payload is not None:
+                payload = known.bind((), payload)  # same checks as known.enqueue()
+        else:  # not registered here: the registry's declaration, if any
+            defaults = await self._declared(task, connection)
+            if defaults is not None:
+                defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
         opts = resolve_options(
-            known,
+            defaults,
             queue=queue,
             run_at=run_at,
             delay=delay,
@@ -279,7 +292,8 @@ class Queue(Control, Overview):
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
@@ -303,7 +317,8 @@ class Queue(Control, Overview):
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             self._check_open(connection)
             return 0
@@ -313,6 +328,7 @@ class Queue(Control, Overview):
 
     def _batch(
         self,
+        known: TaskDefaults | None,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
         queue: str | None,
@@ -321,7 +337,6 @@ class Queue(Control, Overview):
         priority: int | None,
         max_attempts: int | None,
     ) -> Batch:
-        known = self.tasks.get(task)
         opts = resolve_options(
             known,
             queue=queue,

@@ -91,7 +91,7 @@ class Task(Generic[P, R]):
         self.timeout = timeout
         self.retry = retry
         self.signature = check_signature(fn, name)
-        self.check_keywords = KeywordCheck(self.signature, name)
+        self.check_keywords = KeywordCheck.of(self.signature, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self._queue = queue
 

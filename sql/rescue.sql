@@ -23,4 +23,4 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.queue, j.status::text;
+RETURNING j.id, j.queue, j.task, j.status::text, j.last_error;

@@ -61,3 +61,8 @@ async def block(seconds: float) -> None:
         _recording.add(writer)
         writer.add_done_callback(_recording.discard)
         raise
+
+
+@queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
+async def mail(to: str, subject: str = "") -> None:
+    await record("app.mail")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from .._errors import ConfigurationError
@@ -47,6 +48,16 @@ def render(relative: str, schema: str) -> str:
     return text.replace("{{schema}}", quote_identifier(schema))
 
 
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def for_psycopg(statement: str) -> str:
+    """A rendered statement for psycopg (SyncQueue): `$n` becomes the named placeholder
+    `%(pn)s` (a value used twice is passed once), `%` is doubled, comment lines go."""
+    lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+    return _PLACEHOLDER.sub(r"%(p\1)s", "\n".join(lines).replace("%", "%%"))
+
+
 class Statements:
     """Every runtime statement, rendered once for one schema."""
 
@@ -86,6 +97,8 @@ class Statements:
             "failed_jobs_page",
             "list_jobs",
             "queue_stats",
+            "register_tasks",
+            "registered_tasks",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -130,3 +143,5 @@ class Statements:
     failed_jobs_page: str
     list_jobs: str
     queue_stats: str
+    register_tasks: str
+    registered_tasks: str

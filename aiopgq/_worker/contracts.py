@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from .._db.statements import Statements
+from .._payload import KeywordCheck
 from .._retry import Retry
 
 
@@ -31,7 +32,11 @@ class TaskSpec(Protocol):
     @property
     def retry(self) -> Retry: ...
     @property
-    def check_keywords(self) -> Callable[[Mapping[str, Any]], None]: ...
+    def check_keywords(self) -> KeywordCheck: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
 
 
 class QueueSpec(Protocol):

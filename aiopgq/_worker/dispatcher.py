@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import traceback
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import asyncpg
 
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
-from .completer import Completer, Outcomes
+from .completer import Completer
 from .contracts import TaskSpec
 from .wakeups import Wakeups
 
@@ -36,10 +37,20 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
+class Sink(Protocol):
+    """Where outcomes go: the completer (lease mode) or a batch's Outcomes (hold mode)."""
+
+    def done(self, job: Job, result: str | None) -> None: ...
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
+    def release(self, job: Job) -> None: ...
+
+
 class Dispatcher:
     """Starts one task per job and turns its ending into an outcome.
 
-    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode).
+    Every job that ends failed is logged at WARNING (id, task, queue, reason); with
+    DEBUG on, each job's start and end too. Whether DEBUG is on is asked once per
+    batch: with it off, a job costs nothing more.
     """
 
     def __init__(
@@ -59,10 +70,11 @@ class Dispatcher:
         self._cancelling: dict[int, Job] = {}  # runs stopped by cancel(), by job id
 
     def start(
-        self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
+        self, rows: list[asyncpg.Record], sink: Sink | None = None
     ) -> list[asyncio.Task[None]]:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
+        run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
         if rows:
             self._idle.clear()
         started = []
@@ -82,7 +94,7 @@ class Dispatcher:
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
-            task = create_task(self._run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+            task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
             job_tasks[job.id] = task
             started.append(task)
         return started
@@ -116,11 +128,11 @@ class Dispatcher:
         """Return when no job is running."""
         await self._idle.wait()
 
-    async def _run(self, job: Job, payload_text: str, sink: Completer | Outcomes) -> None:
+    async def _run(self, job: Job, payload_text: str, sink: Sink) -> None:
         task = self._tasks.get(job.task)
         try:
             if task is None:
-                sink.error(job, 0.0, _unknown_task_message(job, self._tasks), True)
+                _fail_now(job, _unknown_task_message(job, self._tasks), sink)
                 return
             try:
                 payload = decode_payload(payload_text)
@@ -133,7 +145,7 @@ class Dispatcher:
                     f"job {job.id} of task {job.task} cannot run: its payload does not match "
                     f"the task's arguments ({exc}); fix the producer and enqueue it again"
                 )
-                sink.error(job, 0.0, message, True)
+                _fail_now(job, message, sink)
                 return
             await self._call(task, job, arguments, sink)
         except Exception:  # a bug of ours: _call reports the job's own exceptions
@@ -149,9 +161,33 @@ class Dispatcher:
                 self._idle.set()
             self._slot_freed()
 
-    async def _call(
-        self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Completer | Outcomes
-    ) -> None:
+    async def _run_logged(self, job: Job, payload_text: str, sink: Sink) -> None:
+        """_run with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
+        extra = _fields(job)
+        logger.debug(
+            "job %s (%s) started on queue %s, attempt %s/%s",
+            job.id,
+            job.task,
+            job.queue,
+            job.attempts,
+            job.max_attempts,
+            extra=extra,
+        )
+        observed = _Observed(sink)
+        started = time.monotonic()
+        try:
+            await self._run(job, payload_text, observed)
+        finally:
+            logger.debug(
+                "job %s (%s) ended after %.3f s: %s",
+                job.id,
+                job.task,
+                time.monotonic() - started,
+                observed.outcome,
+                extra=extra,
+            )
+
+    async def _call(self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Sink) -> None:
         job = _with_payload(job, arguments)
         token = _current_job.set(job)
         try:
@@ -190,34 +226,74 @@ class Dispatcher:
                     f"stored as JSON ({exc}); the job ran but its result is lost: return "
                     "JSON types (or None)"
                 )
-                sink.error(job, 0.0, message, True)
+                _fail_now(job, message, sink)
                 return
             sink.done(job, result_text)
         finally:
             _current_job.reset(token)
 
-    def _failed(
-        self, task: TaskSpec, job: Job, exc: BaseException, sink: Completer | Outcomes
-    ) -> None:
+    def _failed(self, task: TaskSpec, job: Job, exc: BaseException, sink: Sink) -> None:
         final = job.attempts >= job.max_attempts
         delay = 0.0 if final else task.retry.delay(job.attempts)
-        if logger.isEnabledFor(logging.WARNING):
+        if final:
             logger.warning(
-                "job %s (%s) attempt %s/%s failed: %r%s",
+                "job %s (%s, queue %s) failed for good: attempt %s/%s raised %r",
+                job.id,
+                job.task,
+                job.queue,
+                job.attempts,
+                job.max_attempts,
+                exc,
+                extra=_fields(job),
+            )
+        elif logger.isEnabledFor(logging.WARNING):
+            logger.warning(
+                "job %s (%s) attempt %s/%s failed: %r; retrying in %.1f s",
                 job.id,
                 job.task,
                 job.attempts,
                 job.max_attempts,
                 exc,
-                "" if final else f"; retrying in {delay:.1f} s",
-                extra={
-                    "job_id": job.id,
-                    "task": job.task,
-                    "queue": job.queue,
-                    "attempt": job.attempts,
-                },
+                delay,
+                extra=_fields(job),
             )
         sink.error(job, delay, describe_error(exc), False)
+
+
+def _fail_now(job: Job, reason: str, sink: Sink) -> None:
+    """The job cannot run (or its result cannot be kept): failed at once, no retry."""
+    logger.warning(
+        "job %s (%s, queue %s) failed: %s", job.id, job.task, job.queue, reason, extra=_fields(job)
+    )
+    sink.error(job, 0.0, reason, True)
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    """The structured fields of a job's log records."""
+    return {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
+
+
+class _Observed:
+    """A sink that remembers the outcome it passed on (for the DEBUG line at a job's end)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self.outcome = "no outcome (cancelled)"
+
+    def done(self, job: Job, result: str | None) -> None:
+        self.outcome = "done"
+        self._sink.done(job, result)
+
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
+        if final or job.attempts >= job.max_attempts:
+            self.outcome = "failed"
+        else:
+            self.outcome = f"failed, retry in {delay:.1f} s"
+        self._sink.error(job, delay, error, final)
+
+    def release(self, job: Job) -> None:
+        self.outcome = "released to pending (worker stopping)"
+        self._sink.release(job)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -11,14 +14,53 @@ from aiopgq import Job, JobStatus, Queue, Retry
 from ..helpers import eventually
 from .conftest import TOKEN, Dashboard, start_dashboard, stop
 
+# The page swaps its live region in whenever it changed (ages change every second), so
+# an element found a moment ago may be gone: reads go through one script call, clicks
+# find their element again until one lands.
+
 
 def rows(browser: webdriver.Chrome, selector: str) -> list[WebElement]:
     return browser.find_elements(By.CSS_SELECTOR, selector)
 
 
+def text(browser: webdriver.Chrome, selector: str) -> str:
+    found = browser.execute_script(
+        "var e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+        selector,
+    )
+    return "" if found is None else str(found).strip()
+
+
+def count(browser: webdriver.Chrome, selector: str) -> int:
+    return int(
+        browser.execute_script("return document.querySelectorAll(arguments[0]).length;", selector)
+    )
+
+
+def attribute(browser: webdriver.Chrome, selector: str, name: str) -> str | None:
+    found = browser.execute_script(
+        "var e = document.querySelector(arguments[0]); "
+        "return e ? e.getAttribute(arguments[1]) : null;",
+        selector,
+        name,
+    )
+    return None if found is None else str(found)
+
+
+def click(browser: webdriver.Chrome, selector: str) -> None:
+    for _ in range(50):
+        try:
+            browser.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except (StaleElementReferenceException, NoSuchElementException):
+            time.sleep(0.05)
+    raise AssertionError(f"nothing to click at {selector}")
+
+
 def flash(browser: webdriver.Chrome) -> str:
-    element = browser.find_element(By.ID, "flash")
-    return "" if element.get_attribute("hidden") is not None else element.text
+    if attribute(browser, "#flash", "hidden") is not None:
+        return ""
+    return text(browser, "#flash")
 
 
 async def failed_job(queue: Queue) -> Job:
@@ -40,27 +82,23 @@ async def test_the_pages_load_and_show_an_enqueued_job_live(
     first = await queue.enqueue("report.build", {"month": "2026-11"}, queue="reports")
     browser.get(dashboard.url + "/")
     assert browser.title == f"Queues · aiopgq {queue.schema}"
-    (row,) = rows(browser, 'tr[data-queue="reports"]')
-    assert row.find_elements(By.TAG_NAME, "td")[1].text == "1"  # runnable
+    runnable = 'tr[data-queue="reports"] td:nth-child(2)'
+    assert text(browser, runnable) == "1"
 
     # The page refreshes its table by itself: a job enqueued now shows up.
-    await queue.enqueue("report.build", {"month": "2026-12"}, queue="reports")
-
-    def runnable() -> str:
-        found = rows(browser, 'tr[data-queue="reports"] td')
-        return found[1].text if found else ""
-
-    await eventually(lambda: runnable() == "2", within=15)
-    assert browser.find_element(By.ID, "live-state").text.startswith("live")
+    second = await queue.enqueue("report.build", {"month": "2026-12"}, queue="reports")
+    await eventually(lambda: text(browser, runnable) == "2", within=15)
+    assert text(browser, "#live-state").startswith("live")
 
     browser.get(dashboard.url + "/jobs?queue=reports&status=pending")
-    listed = rows(browser, "tr[data-job]")
-    assert [r.get_attribute("data-job") for r in listed] == [str(first.id + 1), str(first.id)]
-    browser.find_element(By.LINK_TEXT, str(first.id)).click()
+    listed = browser.execute_script(
+        "return Array.from(document.querySelectorAll('tr[data-job]'), r => r.dataset.job);"
+    )
+    assert listed == [str(second.id), str(first.id)]
+    click(browser, f'tr[data-job="{first.id}"] td a')
     await eventually(lambda: browser.title == f"Job {first.id} · aiopgq {queue.schema}")
-    payload = browser.find_element(By.CSS_SELECTOR, "pre.json").text
-    assert '"month": "2026-11"' in payload
-    assert browser.find_element(By.CSS_SELECTOR, ".job-head .status").text == "pending"
+    assert '"month": "2026-11"' in text(browser, "pre.json")
+    assert text(browser, ".job-head .status") == "pending"
 
 
 async def test_a_retry_click_requeues_a_failed_job(
@@ -68,23 +106,21 @@ async def test_a_retry_click_requeues_a_failed_job(
 ) -> None:
     job = await failed_job(queue)
     browser.get(f"{dashboard.url}/jobs/{job.id}")
-    head = browser.find_element(By.CSS_SELECTOR, ".job-head")
-    assert head.get_attribute("data-status") == "failed"
-    errors = browser.find_element(By.CSS_SELECTOR, "details[open] summary").text
+    assert attribute(browser, ".job-head", "data-status") == "failed"
+    errors = text(browser, "details[open] summary")
     assert "ConnectionError: smtp down while sending to ada@example.com" in errors
 
     browser.find_element(By.ID, "token").send_keys(TOKEN)
-    browser.find_element(By.CSS_SELECTOR, "button.retry").click()
+    click(browser, "button.retry")
     await eventually(lambda: "re-queued" in flash(browser), within=15)
     requeued = await queue.get_job(job.id)
     assert (requeued.status, requeued.attempts) == (JobStatus.PENDING, 0)
-    await eventually(
-        lambda: rows(browser, '.job-head[data-status="pending"]'), within=15
-    )  # the page shows it without a reload
+    # the page shows it without a reload
+    await eventually(lambda: count(browser, '.job-head[data-status="pending"]'), within=15)
 
     # The token stays for the session: the jobs page can act too (cancel, confirmed).
     browser.get(f"{dashboard.url}/jobs?status=pending")
-    rows(browser, f'tr[data-job="{job.id}"] button.cancel')[0].click()
+    click(browser, f'tr[data-job="{job.id}"] button.cancel')
     browser.switch_to.alert.accept()
     await eventually(lambda: "cancelled" in flash(browser), within=15)
     assert (await queue.get_job(job.id)).status is JobStatus.CANCELLED
@@ -97,12 +133,12 @@ async def test_an_action_without_the_token_is_refused(
     browser.get(f"{dashboard.url}/jobs?status=failed")
     browser.execute_script("sessionStorage.clear()")
     browser.refresh()
-    rows(browser, f'tr[data-job="{job.id}"] button.retry')[0].click()
+    click(browser, f'tr[data-job="{job.id}"] button.retry')
     await eventually(lambda: "needs the dashboard token" in flash(browser), within=15)
-    assert "refused" in (browser.find_element(By.ID, "flash").get_attribute("class") or "")
+    assert attribute(browser, "#flash", "class") == "refused"
 
     browser.find_element(By.ID, "token").send_keys("not-the-token")
-    rows(browser, f'tr[data-job="{job.id}"] button.retry')[0].click()
+    click(browser, f'tr[data-job="{job.id}"] button.retry')
     await eventually(lambda: "wrong dashboard token" in flash(browser), within=15)
     assert (await queue.get_job(job.id)).status is JobStatus.FAILED  # nothing happened
 
@@ -113,13 +149,13 @@ async def test_pause_and_resume_clicks(
     await queue.enqueue("mail.send", {"to": "x"}, queue="emails")
     browser.get(dashboard.url + "/")
     browser.find_element(By.ID, "token").send_keys(TOKEN)
-    browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"] button.pause').click()
+    click(browser, 'tr[data-queue="emails"] button.pause')
     browser.switch_to.alert.accept()
-    await eventually(lambda: rows(browser, 'tr[data-queue="emails"] .badge.paused'), within=15)
+    await eventually(lambda: count(browser, 'tr[data-queue="emails"] .badge.paused'), within=15)
     assert await queue.paused_queues() == ["emails"]
 
-    browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"] button.resume').click()
-    await eventually(lambda: rows(browser, 'tr[data-queue="emails"] .badge.active'), within=15)
+    click(browser, 'tr[data-queue="emails"] button.resume')
+    await eventually(lambda: count(browser, 'tr[data-queue="emails"] .badge.active'), within=15)
     assert await queue.paused_queues() == []
 
 
@@ -130,8 +166,8 @@ async def test_a_dashboard_without_a_token_is_read_only(
     running = start_dashboard(dsn, queue.schema)  # no --token, no AIOPGQ_DASHBOARD_TOKEN
     try:
         browser.get(f"{running.url}/jobs/{job.id}")
-        assert browser.find_element(By.CSS_SELECTOR, ".badge.read-only").text == "read-only"
-        assert not rows(browser, "button") and not rows(browser, "#token")
+        assert text(browser, ".badge.read-only") == "read-only"
+        assert count(browser, "button") == 0 and count(browser, "#token") == 0
     finally:
         code, out, err = stop(running.process)
     assert (code, err) == (0, ""), (code, err)

@@ -8,7 +8,7 @@
   var liveState = document.getElementById("live-state");
   var flash = document.getElementById("flash");
   var tokenInput = document.getElementById("token");
-  var lastHtml = null;
+  var probe = document.createElement("template");
   var busy = false;
   var flashTimer = null;
 
@@ -35,7 +35,7 @@
   }
 
   // Fetch this page's live region again and swap it in if it changed; <details>
-  // that were open stay open.
+  // keep the state the reader gave them.
   async function refresh() {
     var region = document.getElementById("live");
     if (!region || busy) return;
@@ -50,13 +50,13 @@
       if (!response.ok && response.status !== 404) {
         throw new Error("HTTP " + response.status);
       }
-      if (html !== lastHtml) {
+      probe.innerHTML = html;  // the browser's own serialization, to compare like with like
+      if (probe.innerHTML !== region.innerHTML) {
         var open = Array.prototype.map.call(
           region.querySelectorAll("details[open][id]"), function (d) { return d.id; });
         var closed = Array.prototype.map.call(
           region.querySelectorAll("details:not([open])[id]"), function (d) { return d.id; });
         region.innerHTML = html;
-        lastHtml = html;
         open.forEach(function (id) { var d = document.getElementById(id); if (d) d.open = true; });
         closed.forEach(function (id) { var d = document.getElementById(id); if (d) d.open = false; });
       }
