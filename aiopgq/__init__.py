@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._archive import ArchiveLayout, ArchivePartition
 from ._db.connection import Connection
 from ._errors import (
     ConfigurationError,
@@ -24,6 +25,8 @@ from ._task import Task
 from ._worker.worker import Worker
 
 __all__ = [
+    "ArchiveLayout",
+    "ArchivePartition",
     "ConfigurationError",
     "Connection",
     "EmbeddedServerError",

@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from ._archive import Archive
 from ._control import Control
 from ._db import migrations
 from ._db.connection import Connection
@@ -38,7 +39,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Control, Overview, RegistryLookup):
+class Queue(Control, Overview, Archive, RegistryLookup):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

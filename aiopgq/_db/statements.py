@@ -99,6 +99,13 @@ class Statements:
             "queue_stats",
             "register_tasks",
             "registered_tasks",
+            "archive_state",
+            "archive_extend",
+            "archive_move",
+            "archive_drop",
+            "archive_restore",
+            "archive_partitions",
+            "set_archive_layout",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -145,3 +152,10 @@ class Statements:
     queue_stats: str
     register_tasks: str
     registered_tasks: str
+    archive_state: str
+    archive_extend: str
+    archive_move: str
+    archive_drop: str
+    archive_restore: str
+    archive_partitions: str
+    set_archive_layout: str

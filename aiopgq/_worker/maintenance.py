@@ -1,4 +1,4 @@
-"""Maintenance: rescue jobs of dead workers, prune finished rows. One leader at a time."""
+"""Maintenance: rescue jobs of dead workers, prune or archive finished rows. One leader."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .archive import archive_pass
 
 logger = logging.getLogger("aiopgq.maintenance")
 
@@ -80,6 +81,7 @@ async def maintain_once(
                     extra={"status": status, "pruned": count},
                 )
             pruned += count
+        await archive_pass(conn, sql, retention, _leading)
     return rescued, pruned
 
 
