@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
+from ._job import Job, job_from_record
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,18 @@ class Overview(QueueCore):
             with missing_schema_as_error(self.schema):
                 rows = await conn.fetch(self.sql.queue_stats, float(window))
         return [QueueStats(**dict(row), window=float(window)) for row in rows]
+
+    async def latest_failures(self, limit: int = 10) -> list[Job]:
+        """The jobs that failed last, newest first (by when they failed).
+
+        Unlike `list_jobs(status="failed")`, which walks jobs in id order, it reads the
+        index of finished jobs backwards: cheap to poll under millions of done jobs.
+
+        >>> for job in await queue.latest_failures(5): print(job.id, job.last_error)
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.latest_failures, limit)
+        return [job_from_record(row) for row in rows]

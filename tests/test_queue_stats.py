@@ -85,3 +85,38 @@ async def test_list_jobs_pages_with_before(queue: Queue) -> None:
     assert [j.id for j in second] == [jobs[2].id, jobs[1].id]
     with pytest.raises(ValueError, match="before must be a job id"):
         await queue.list_jobs(before="5")  # type: ignore[arg-type]
+
+
+async def test_latest_failures_newest_first_through_the_finished_index(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    @queue.task(name="s.fails", max_attempts=1, retry=Retry(base=0))
+    async def fails(n: int) -> None:
+        raise ValueError(f"bad {n}")
+
+    first, second = await fails.enqueue(1), await fails.enqueue(2)
+    await queue.worker().run(burst=True)
+    # The first one failed last: newest failure first, whatever the ids.
+    await conn.execute(
+        f"UPDATE \"{queue.schema}\".jobs SET finished_at = now() + interval '1 second' "
+        "WHERE id = $1",
+        first.id,
+    )
+    latest = await queue.latest_failures(5)
+    assert [j.id for j in latest] == [first.id, second.id]
+    assert latest[0].last_error is not None and latest[0].last_error.rstrip().endswith("bad 1")
+    assert [j.id for j in await queue.latest_failures(1)] == [first.id]
+    with pytest.raises(ValueError, match="limit must be an int >= 1"):
+        await queue.latest_failures(0)
+
+    # Under many done jobs it reads the index backwards and stops: no scan of the table.
+    await conn.execute(
+        f'INSERT INTO "{queue.schema}".jobs (task, status, finished_at) '
+        "SELECT 't', 'done', now() FROM generate_series(1, 50000)"
+    )
+    await conn.execute(f'ANALYZE "{queue.schema}".jobs')
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    await conn.execute(f"PREPARE latest(int) AS {queue.sql.latest_failures}")
+    plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN EXECUTE latest(10)"))
+    assert "Index Scan Backward using jobs_finished_by_status_idx" in plan, plan
+    assert "Seq Scan" not in plan, plan

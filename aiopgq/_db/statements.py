@@ -97,6 +97,7 @@ class Statements:
             "failed_jobs_page",
             "list_jobs",
             "queue_stats",
+            "latest_failures",
             "register_tasks",
             "registered_tasks",
             "archive_state",
@@ -150,6 +151,7 @@ class Statements:
     failed_jobs_page: str
     list_jobs: str
     queue_stats: str
+    latest_failures: str
     register_tasks: str
     registered_tasks: str
     archive_state: str

@@ -41,7 +41,7 @@ class Pages:
         async def read(queue: Queue) -> dict[str, Any]:
             return {
                 "stats": await queue.queue_stats(window=self.settings.window),
-                "failed": await queue.list_jobs(status="failed", limit=_RECENT_FAILURES),
+                "failed": await queue.latest_failures(_RECENT_FAILURES),
             }
 
         return await self._show(request, "overview", "Queues", read)

@@ -87,6 +87,7 @@ async def test_finished_jobs_move_to_the_archive_and_stay_readable(
     listed = await queue.list_jobs()
     assert [j.id for j in listed] == sorted([*ids.values(), listed[0].id], reverse=True)
     assert [j.id for j in await queue.list_jobs(status="failed")] == [ids["failed"]]
+    assert [j.id for j in await queue.latest_failures()] == [ids["failed"]]
     assert [j.id for j in await queue.list_jobs(limit=2, before=ids["cancelled"] + 1)] == [
         ids["cancelled"],
         ids["failed"],
