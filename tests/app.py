@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 from aiopgq import Queue
 
@@ -29,9 +28,6 @@ async def record(name: str, at: float | None = None) -> None:
         )
 
 
-_recording: set[asyncio.Task[None]] = set()
-
-
 @queue.task(name="app.noop", max_attempts=5)
 async def noop(n: int) -> None:
     await record("app.noop")
@@ -47,20 +43,6 @@ async def sleep(seconds: float) -> None:
 async def crash() -> None:
     await record("app.crash")
     os.kill(os.getpid(), 9)
-
-
-@queue.task(name="app.block", max_attempts=3)
-async def block(seconds: float) -> None:
-    """Runs until cancelled; records when the cancellation reached the handler."""
-    await record("app.block")
-    try:
-        await asyncio.sleep(seconds)
-    except asyncio.CancelledError:
-        at = time.time()  # the moment the worker stopped us; written by another task
-        writer = asyncio.get_running_loop().create_task(record("app.block.cancelled", at))
-        _recording.add(writer)
-        writer.add_done_callback(_recording.discard)
-        raise
 
 
 @queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
