@@ -17,11 +17,15 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobError, JobStatus, current_job
+from ._observer import Observer
 from ._overview import QueueStats
 from ._queue import Queue
 from ._retry import Retry
+from ._supervisor import WorkerProcesses, run_workers
 from ._sync import SyncQueue
 from ._task import Task
+from ._unique import DuplicateJob
+from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
@@ -29,12 +33,14 @@ __all__ = [
     "ArchivePartition",
     "ConfigurationError",
     "Connection",
+    "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",
     "JobError",
     "JobNotFound",
     "JobStatus",
+    "Observer",
     "Queue",
     "QueueNotOpen",
     "QueueStats",
@@ -44,10 +50,11 @@ __all__ = [
     "Task",
     "TaskNotFound",
     "Worker",
+    "WorkerProcesses",
     "current_job",
+    "run_workers",
 ]
 
-__version__ = "0.1.0"
 
 # Reprs and docs say aiopgq.Queue, not the private module that defines it.
 for _name in __all__:

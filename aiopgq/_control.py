@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import asyncpg
@@ -10,6 +11,8 @@ from ._db.connection import Connection
 from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._inspection import Inspection
+
+logger = logging.getLogger("aiopgq.queue")
 
 # Failed jobs re-queued per transaction by retry_failed().
 _RETRY_PAGE = 1000
@@ -58,6 +61,11 @@ class Control(Inspection):
                 row = await conn.fetchrow(self.sql.cancel, job_id, self.sql.channel)
         if row is None:
             raise self._not_found(job_id)
+        if row["cancelled"] and self._observer is not None:
+            try:
+                self._observer.cancelled(job_id, row["task"], row["queue"])
+            except Exception:
+                logger.exception("an observer failed on the cancel of job %s", job_id)
         return bool(row["cancelled"])
 
     async def retry(self, job_id: int) -> bool:

@@ -62,6 +62,7 @@ class Job:
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     errors: tuple[JobError, ...] = ()
+    tick: datetime | None = None  # a periodic job's schedule time
 
 
 _DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
@@ -119,7 +120,9 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
-        errors=errors_from_json(row["errors"]),
+        # enqueue_unique()'s rows (a key's holder) carry no error history
+        errors=errors_from_json(row.get("errors")),
+        tick=row["tick"],
     )
 
 
@@ -141,7 +144,9 @@ def errors_from_json(text: str | None) -> tuple[JobError, ...]:
 _CLAIMED = job_fields(status=JobStatus.RUNNING)  # the fields all claimed Jobs share
 
 
-def job_from_claimed_row(row: asyncpg.Record, instants: dict[float, datetime]) -> tuple[Job, str]:
+def job_from_claimed_row(
+    row: asyncpg.Record | tuple[Any, ...], instants: dict[float, datetime]
+) -> tuple[Job, str]:
     """A claimed row as a Job (payload still JSON text: decoding may fail per job).
 
     The row's timestamps are epoch seconds (see sql/dequeue.sql); `instants` holds the

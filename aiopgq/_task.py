@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._db.connection import Connection
-from ._enqueue import check_max_attempts, check_priority, check_queue_name
+from ._enqueue import OnConflict, check_max_attempts, check_priority, check_queue_name
 from ._job import Job
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
@@ -32,6 +32,8 @@ class Enqueuer(Protocol):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -45,6 +47,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -58,6 +63,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> int: ...
 
 
@@ -116,6 +124,8 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -133,6 +143,8 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             connection=connection,
             idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )
 
     async def enqueue_many(
@@ -143,6 +155,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -157,6 +172,9 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )
 
     async def copy_many(
@@ -167,6 +185,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -181,4 +202,7 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )

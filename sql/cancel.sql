@@ -1,13 +1,13 @@
 -- Cancel a job that is pending or running. One row when the job exists: `cancelled`
--- true if this call cancelled it (`was`: its status before), false if it had finished
--- (left alone); no row when no job has that id. A running job is cancelled here, at
--- once: its worker's outcome (guarded by status = 'running') can no longer change it,
--- so it is not retried. The worker keeps running the handler until it hears of it: a
--- NOTIFY on channel $2 with the control payload {"cancel": id}
--- (aiopgq/_worker/control.py), or else its next heartbeat (heartbeat.sql returns the
--- cancelled jobs it still holds). locked_by stays: it names the worker that ran the job.
--- FOR UPDATE waits for a claim or completion that holds the row, then re-reads its
--- status (so `was` is the status it had when cancelled).
+-- true if this call cancelled it (`was`: its status before; task and queue, for
+-- observers), false if it had finished (left alone); no row when no job has that id. A
+-- running job is cancelled here, at once: its worker's outcome (guarded by status =
+-- 'running') can no longer change it, so it is not retried. The worker keeps running
+-- the handler until it hears of it: a NOTIFY on channel $2 with the control payload
+-- {"cancel": id} (aiopgq/_worker/control.py), or else its next heartbeat (heartbeat.sql
+-- returns the cancelled jobs it still holds). locked_by stays: it names the worker that
+-- ran the job. FOR UPDATE waits for a claim or completion that holds the row, then
+-- re-reads its status (so `was` is the status it had when cancelled).
 WITH target AS (
     SELECT id, status AS was
     FROM {{schema}}.jobs
@@ -18,10 +18,12 @@ WITH target AS (
     SET status = 'cancelled', finished_at = now(), heartbeat_at = NULL
     FROM target
     WHERE j.id = target.id
-    RETURNING j.id, target.was
+    RETURNING j.id, j.task, j.queue, target.was
 )
 SELECT EXISTS (SELECT FROM cancelled) AS cancelled,
        (SELECT was::text FROM cancelled) AS was,
+       (SELECT task FROM cancelled) AS task,
+       (SELECT queue FROM cancelled) AS queue,
        (SELECT count(pg_notify($2, jsonb_build_object('cancel', id)::text))
         FROM cancelled WHERE was = 'running') AS notified
 FROM {{schema}}.jobs

@@ -6,15 +6,16 @@
 SELECT * FROM (
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
-            finished_at, errors::text
-     FROM {{schema}}.jobs
+            finished_at, errors::text,
+            (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick
+     FROM {{schema}}.jobs j
      WHERE status = 'failed' AND status IN ('done', 'failed', 'cancelled')
      ORDER BY finished_at DESC
      LIMIT $1)
     UNION ALL
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
-            finished_at, errors::text
+            finished_at, errors::text, NULL::timestamptz AS tick
      FROM {{schema}}.jobs_archive
      WHERE status = 'failed'
      ORDER BY id DESC

@@ -21,11 +21,9 @@ def register(add: AddCommand) -> None:
         "dashboard", "serve the web dashboard: queues, jobs, retry, cancel, pause and resume"
     )
     dashboard.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1: this machine only)",
+        "--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)"
     )
-    dashboard.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    dashboard.add_argument("--port", type=int, default=8080, metavar="PORT", help="port")
     dashboard.add_argument(
         "--token",
         help="the token that actions need (default: $AIOPGQ_DASHBOARD_TOKEN, which other "
@@ -38,7 +36,8 @@ def register(add: AddCommand) -> None:
         "--poll-interval",
         type=float,
         default=2.0,
-        help="seconds between the pages' refreshes (default 2)",
+        metavar="SECONDS",
+        help="time between the pages' refreshes",
     )
     dashboard.set_defaults(run=serve)
 

@@ -28,14 +28,15 @@ def register(add: AddCommand) -> None:
         "--archive-after",
         type=float,
         default=300.0,
-        help="seconds a finished job stays in the jobs table before it moves (default 300, "
-        "at least 60)",
+        metavar="SECONDS",
+        help="how long a finished job stays in the jobs table before it moves (at least 60)",
     )
     partition.add_argument(
         "--partition-width",
         type=int,
         default=86400,
-        help="seconds of finish times per partition (default 86400: a day, at least 60)",
+        metavar="SECONDS",
+        help="finish times per partition (86400: a day; at least 60)",
     )
     partition.set_defaults(run=partition_layout)
 

@@ -82,7 +82,7 @@ class Statements:
             "insert_job",
             "insert_jobs",
             "get_job",
-            "find_by_idempotency_key",
+            "enqueue_unique",
             "cancel",
             "status",
             "set_queue_notify",
@@ -100,6 +100,16 @@ class Statements:
             "latest_failures",
             "register_tasks",
             "registered_tasks",
+            "insert_job_traced",
+            "insert_jobs_traced",
+            "worker_register",
+            "worker_deregister",
+            "expire_workers",
+            "queue_depth",
+            "schedule_register",
+            "schedule_state",
+            "take_ticks",
+            "schedule_status",
             "archive_state",
             "archive_extend",
             "archive_move",
@@ -115,10 +125,15 @@ class Statements:
     dequeue_completing: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool) -> str:
+    def claim(self, *, several_queues: bool, completing: bool, traced: bool = False) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
-        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        prepends the CTE that marks done the jobs riding along ($4-$6); `traced` returns
+        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        if traced:
+            tail = "date_part('epoch', j.created_at);"
+            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
+            statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
         if not completing:
             return statement
         head = "WITH next AS ("
@@ -136,7 +151,7 @@ class Statements:
     insert_job: str
     insert_jobs: str
     get_job: str
-    find_by_idempotency_key: str
+    enqueue_unique: str
     cancel: str
     status: str
     set_queue_notify: str
@@ -154,6 +169,16 @@ class Statements:
     latest_failures: str
     register_tasks: str
     registered_tasks: str
+    insert_job_traced: str
+    insert_jobs_traced: str
+    worker_register: str
+    worker_deregister: str
+    expire_workers: str
+    queue_depth: str
+    schedule_register: str
+    schedule_state: str
+    take_ticks: str
+    schedule_status: str
     archive_state: str
     archive_extend: str
     archive_move: str

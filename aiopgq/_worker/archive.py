@@ -82,8 +82,8 @@ async def _move(
         async with leading(conn, sql) as leader:
             if not leader:
                 return None
-            result = await conn.execute(sql.archive_move, status, archive_after, _BATCH, floor)
-        count = int(result.split()[-1])
+            moved_now = await conn.fetchval(sql.archive_move, status, archive_after, _BATCH, floor)
+        count = int(moved_now)
         moved += count
         if count < _BATCH:
             break

@@ -33,6 +33,8 @@ class Claims:
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
+        *,
+        traced: bool = False,
     ) -> None:
         self._pool = pool
         self._sql = sql
@@ -40,6 +42,7 @@ class Claims:
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         self._pauses = pauses
+        self._traced = traced
         self._claim = self._claim_completing = ""
         self._queues_arg: str | list[str] | None = None  # None: every queue is paused
         self._version = -1
@@ -85,8 +88,11 @@ class Claims:
         """Claim from the queues not paused: one queue's statement or the several's."""
         queues = self._pauses.active()
         several = len(queues) > 1
-        self._claim = self._sql.claim(several_queues=several, completing=False)
-        self._claim_completing = self._sql.claim(several_queues=several, completing=True)
+        traced = self._traced
+        self._claim = self._sql.claim(several_queues=several, completing=False, traced=traced)
+        self._claim_completing = self._sql.claim(
+            several_queues=several, completing=True, traced=traced
+        )
         self._queues_arg = (list(queues) if several else queues[0]) if queues else None
         self._version = self._pauses.version
 

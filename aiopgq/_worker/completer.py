@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import Protocol
 
 import anyio
 import asyncpg
@@ -16,6 +17,16 @@ from .._job import Job
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.completer")
+
+
+class Sink(Protocol):
+    """Where the dispatcher reports how each job ended: the Completer (lease mode), a
+    batch's Outcomes (hold mode), or either behind an observer (observing.py) or the
+    DEBUG log (dispatcher.py)."""
+
+    def done(self, job: Job, result: str | None) -> None: ...
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
+    def release(self, job: Job) -> None: ...
 
 
 class Outcomes:

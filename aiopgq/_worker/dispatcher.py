@@ -7,17 +7,18 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import asyncpg
 
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
-from .completer import Completer
-from .contracts import TaskSpec
+from .completer import Completer, Sink
+from .contracts import JobObserver, TaskSpec
+from .observing import ObservedSink, decode_trace_context
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
@@ -37,12 +38,8 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-class Sink(Protocol):
-    """Where outcomes go: the completer (lease mode) or a batch's Outcomes (hold mode)."""
-
-    def done(self, job: Job, result: str | None) -> None: ...
-    def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
-    def release(self, job: Job) -> None: ...
+# _run or _run_logged, chosen once per batch.
+_Run = Callable[[Job, str, Sink], Coroutine[Any, Any, None]]
 
 
 class Dispatcher:
@@ -50,7 +47,9 @@ class Dispatcher:
 
     Every job that ends failed is logged at WARNING (id, task, queue, reason); with
     DEBUG on, each job's start and end too. Whether DEBUG is on is asked once per
-    batch: with it off, a job costs nothing more.
+    batch: with it off, a job costs nothing more. With an `observer` (metrics, tracing),
+    each job's task tells it when the job starts and how it ended; the claimed rows then
+    carry the trace context as a tenth column when `traced`.
     """
 
     def __init__(
@@ -58,9 +57,14 @@ class Dispatcher:
         tasks: Mapping[str, TaskSpec],
         completer: Completer,
         wakeups: Wakeups,
+        *,
+        observer: JobObserver | None = None,
+        traced: bool = False,
     ) -> None:
         self._tasks = tasks
         self._completer = completer
+        self._observer = observer
+        self._traced = traced
         self._slot_freed = wakeups.progress
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
@@ -75,6 +79,8 @@ class Dispatcher:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
         run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
+        if self._observer is not None:  # per batch: the loop below stays as it was
+            return self._start_observed(rows, target, self._observer, run)
         if rows:
             self._idle.clear()
         started = []
@@ -115,6 +121,56 @@ class Dispatcher:
             task.cancel()
             stopped += 1
         return stopped
+
+    def _start_observed(
+        self, rows: list[asyncpg.Record], sink: Sink, observer: JobObserver, run: _Run
+    ) -> list[asyncio.Task[None]]:
+        """start(), with each job run by _run_observed."""
+        if rows:
+            self._idle.clear()
+        started = []
+        instants: dict[float, datetime] = {}
+        create_task = asyncio.get_running_loop().create_task
+        for row in rows:
+            if self._traced:
+                job, payload = job_from_claimed_row(row[:9], instants)
+                trace = decode_trace_context(row[9])
+            else:
+                job, payload = job_from_claimed_row(row, instants)
+                trace = None
+            if job.id in self._job_tasks:  # as in start(): that run's lease was lost
+                self.cancel([job.id])
+            self.running[job.id] = job
+            observed = self._run_observed(job, payload, sink, observer, trace, run)
+            task = create_task(observed, name=f"{JOB_TASK_PREFIX}{job.id}")
+            self._job_tasks[job.id] = task
+            started.append(task)
+        return started
+
+    async def _run_observed(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Sink,
+        observer: JobObserver,
+        trace: Mapping[str, str] | None,
+        run: _Run,
+    ) -> None:
+        # Called inside the job's own task: what the observer sets in the context (the
+        # current span) is seen by the handler, and by no other job.
+        try:
+            observation = observer.job_started(job, trace)
+        except Exception:
+            logger.exception("an observer failed at the start of job %s", job.id)
+            observation = None
+        if observation is None:
+            await run(job, payload_text, sink)
+            return
+        observed = ObservedSink(sink, observation)
+        try:
+            await run(job, payload_text, observed)
+        finally:
+            observed.settle()
 
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""

@@ -5,7 +5,10 @@ listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (cla
     |                     +--wake--> fetcher                ^
     +--control messages--> controls --pause/resume--> pauses (read by claims)
                                     --cancel--> dispatcher <--cancelled-- heartbeat
-heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
+heartbeat: extends leases of running jobs and keeps the registry row fresh;
+maintenance: rescues, expires dead workers' rows, prunes (or archives); scheduler:
+enqueues the ticks of periodic tasks. With observers (metrics, tracing) the dispatcher
+tells them about each job; with a metrics port, /metrics.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import asyncpg
 from anyio.abc import TaskGroup, TaskStatus
 
+from .._db.dsn import check_dsn
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
+from . import options
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
@@ -37,24 +42,16 @@ from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
 from .pauses import Pauses
+from .presence import Presence
 from .registration import register_tasks
+from .scheduler import Scheduler
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 logger = logging.getLogger("aiopgq.worker")
-
-
-def _seconds(
-    value: float | timedelta | None, name: str, *, allow_none: bool = False
-) -> float | None:
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigurationError(f"{name} must be a number of seconds, not None")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 0:
-        raise ConfigurationError(f"{name} must be >= 0 seconds, got {seconds}")
-    return seconds
 
 
 class Worker:
@@ -77,6 +74,7 @@ class Worker:
         poll_interval: float | timedelta = 2.0,
         recheck_interval: float | timedelta = 0.003,
         listen: bool = True,
+        listen_dsn: str | None = None,
         heartbeat_interval: float | timedelta = 5.0,
         visibility_timeout: float | timedelta = 30.0,
         grace_period: float | timedelta = 30.0,
@@ -89,7 +87,11 @@ class Worker:
         hold_transaction: bool = False,
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
+        periodic: bool = True,
         name: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "0.0.0.0",
+        metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.queue = queue
         names = list(queues) if queues else sorted({t.queue_name for t in queue.tasks.values()})
@@ -98,43 +100,51 @@ class Worker:
                 "the worker has no queues: pass queues=[...] or register tasks first"
             )
         self.queues = [check_queue_name(q) for q in dict.fromkeys(names)]
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        self.concurrency = concurrency
-        self.poll_interval = _seconds(poll_interval, "poll_interval") or 0.001
-        self.recheck_interval = _seconds(recheck_interval, "recheck_interval") or 0.0
+        self.concurrency = options.positive_int(concurrency, "concurrency")
+        self.poll_interval = options.seconds(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
-        self.heartbeat_interval = _seconds(heartbeat_interval, "heartbeat_interval") or 0.1
-        self.visibility_timeout = _seconds(visibility_timeout, "visibility_timeout") or 0.0
-        if self.visibility_timeout < 2 * self.heartbeat_interval:
-            raise ConfigurationError(
-                f"visibility_timeout ({self.visibility_timeout} s) must be at least twice "
-                f"heartbeat_interval ({self.heartbeat_interval} s), or live jobs get rescued"
-            )
-        self.grace_period = _seconds(grace_period, "grace_period") or 0.0
-        if not isinstance(completion_batch_size, int) or completion_batch_size < 1:
-            raise ConfigurationError("completion_batch_size must be an int >= 1")
-        self.completion_batch_size = completion_batch_size
-        self.completion_interval = _seconds(completion_interval, "completion_interval") or 0.0
-        self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
+        # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
+        # the listener then needs a direct address (see "Scaling" in the README).
+        self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
+        self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
+        self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
+        options.check_lease(self.visibility_timeout, self.heartbeat_interval)
+        self.grace_period = options.seconds(grace_period, "grace_period") or 0.0
+        self.completion_batch_size = options.positive_int(
+            completion_batch_size, "completion_batch_size"
+        )
+        self.completion_interval = (
+            options.seconds(completion_interval, "completion_interval") or 0.0
+        )
+        self.maintenance_interval = (
+            options.seconds(maintenance_interval, "maintenance_interval") or 0.1
+        )
         # Seconds each finished status is kept (None: forever); done rows are the bulk,
         # failed and cancelled rows carry the reason someone will look for.
-        self.retention = _seconds(retention, "retention", allow_none=True)
-        self.failed_retention = _seconds(failed_retention, "failed_retention", allow_none=True)
-        self.cancelled_retention = _seconds(
+        self.retention = options.seconds(retention, "retention", allow_none=True)
+        self.failed_retention = options.seconds(
+            failed_retention, "failed_retention", allow_none=True
+        )
+        self.cancelled_retention = options.seconds(
             cancelled_retention, "cancelled_retention", allow_none=True
         )
         self.hold_transaction = hold_transaction
-        self.blocked_loop_warning = _seconds(
+        self.blocked_loop_warning = options.seconds(
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
-        self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
+        self.connect_timeout = options.seconds(connect_timeout, "connect_timeout") or 0.0
+        self.metrics_port = options.metrics_port(metrics_port)
+        self.metrics_host = metrics_host
+        self._metrics_registry = metrics_registry
+        self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: _FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
         self._listener: Listener | None = None
         self._stop_requested = False
         self._background: TaskGroup | None = None
+        self.serving_metrics_port: int | None = None  # where /metrics listens, once it does
 
     def __repr__(self) -> str:
         return f"<Worker {self.id} queues={self.queues} concurrency={self.concurrency}>"
@@ -171,16 +181,35 @@ class Worker:
         try:
             await queue.check_schema()
             await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
-            await self._serve(queue.pool, burst=burst, task_status=task_status)
+            presence = Presence(
+                queue.pool,
+                queue.sql,
+                self.id,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                heartbeat_interval=self.heartbeat_interval,
+            )
+            await presence.beat()  # listed from the start, not from the first heartbeat
+            try:
+                await self._serve(queue.pool, presence, burst=burst, task_status=task_status)
+            finally:
+                await presence.leave()
         finally:
             if opened_here:
                 with anyio.CancelScope(shield=True):
                     await queue.close()
 
     async def _serve(
-        self, pool: asyncpg.Pool, *, burst: bool, task_status: TaskStatus[None]
+        self,
+        pool: asyncpg.Pool,
+        presence: Presence,
+        *,
+        burst: bool,
+        task_status: TaskStatus[None],
     ) -> None:
         sql = self.queue.sql
+        observer = self.queue.observer
+        traced = observer is not None and observer.reads_trace_context
         wakeups = Wakeups(self.queues)
         completer = Completer(
             pool,
@@ -190,7 +219,9 @@ class Worker:
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
-        dispatcher = Dispatcher(self.queue.tasks, completer, wakeups)
+        dispatcher = Dispatcher(
+            self.queue.tasks, completer, wakeups, observer=observer, traced=traced
+        )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
@@ -198,7 +229,7 @@ class Worker:
         # Half a poll interval: a pause missed by NOTIFY holds within one (pauses.py).
         pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
         await pauses.refresh(pool)  # before the first claim
-        claims = Claims(pool, sql, pauses, self.id, completer, held_ids)
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, traced=traced)
         controls = Controls(pauses, dispatcher)
         listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
@@ -239,17 +270,18 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            services.start_soon(
-                run_heartbeat,
-                pool,
-                sql,
-                self.id,
-                held_ids,
-                self.heartbeat_interval,
-                dispatcher.cancel,
-            )
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval)
+            services.start_soon(run_heartbeat, *beat, dispatcher.cancel, presence)
             services.start_soon(self._maintain, pool)
             services.start_soon(pauses.run, pool)
+            if self.metrics_port is not None:
+                await self._start_metrics(services, pool)
+            schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
+            if self.periodic and schedules and not burst:
+                scheduler = Scheduler(
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                )
+                services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
@@ -295,25 +327,33 @@ class Worker:
         with anyio.move_on_after(self.grace_period):
             await dispatcher.wait_idle()
 
+    async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
+        from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
+
+        assert self.metrics_port is not None
+        server = MetricsServer(
+            pool,
+            self.queue.sql,
+            host=self.metrics_host,
+            port=self.metrics_port,
+            registry=self._metrics_registry,
+        )
+        self.serving_metrics_port = await services.start(server.run)
+
     async def _maintain(self, pool: asyncpg.Pool) -> None:
         await run_maintenance(
             pool,
             self.queue.sql,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
-            retention={
-                status: seconds
-                for status, seconds in (
-                    ("done", self.retention),
-                    ("failed", self.failed_retention),
-                    ("cancelled", self.cancelled_retention),
-                )
-                if seconds is not None
-            },
+            retention=options.retention_by_status(
+                self.retention, self.failed_retention, self.cancelled_retention
+            ),
         )
 
     def _make_listener(self, wakeups: Wakeups, controls: Controls) -> Listener:
         dsn, kwargs = self.queue.connect_args()
+        dsn = self.listen_dsn or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
 
         async def connect() -> asyncpg.Connection:
