@@ -251,3 +251,29 @@ async def test_the_partition_command(dsn: str, queue: Queue) -> None:
     code, out, _ = cli("--disable")
     assert code == 0 and out.startswith("partitioned layout: off")
     assert not (await queue.archive_layout()).enabled
+
+
+async def test_a_done_job_holding_its_key_stays_until_its_window_ends(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # enqueue_unique reads a key's holder in jobs: the move leaves a done job there
+    # while it holds its key (unique_for), as the pruner does, and moves it after.
+    @queue.task(name="a.report")
+    async def report(day: str) -> str:
+        return day
+
+    held = await report.enqueue("mon", idempotency_key="report", unique_for=3600)
+    free = await report.enqueue("tue", idempotency_key="other", unique_for=60)
+    await queue.worker().run(burst=True)
+    await conn.execute(
+        f"UPDATE \"{queue.schema}\".jobs SET finished_at = now() - interval '10 minutes'"
+    )
+    await queue.enable_partitioning(archive_after=60, partition_width=3600)
+
+    async def archived() -> bool:
+        return await counts(conn, queue.schema) == (1, 1)
+
+    await maintain(queue, conn, archived)
+    assert (await report.enqueue("mon 2", idempotency_key="report", unique_for=3600)).id == held.id
+    again = await report.enqueue("tue 2", idempotency_key="other", unique_for=60)
+    assert again.id != free.id  # its window was over: a new job
