@@ -120,8 +120,7 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
-        # enqueue_unique()'s rows (a key's holder) carry no error history
-        errors=errors_from_json(row.get("errors")),
+        errors=errors_from_json(row.get("errors")),  # enqueue_unique's rows have none
         tick=row["tick"],
     )
 

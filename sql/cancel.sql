@@ -1,9 +1,9 @@
 -- Cancel a job that is pending or running. One row when the job exists: `cancelled`
--- true if this call cancelled it (`was`: its status before; task and queue, for
--- observers), false if it had finished (left alone); no row when no job has that id. A
--- running job is cancelled here, at once: its worker's outcome (guarded by status =
--- 'running') can no longer change it, so it is not retried. The worker keeps running
--- the handler until it hears of it: a NOTIFY on channel $2 with the control payload
+-- true if this call cancelled it (with its task and queue, for observers, and `was`, its
+-- status before), false if it had finished (left alone); no row when no job has that id.
+-- A running job is cancelled here, at once: its worker's outcome (guarded by status =
+-- 'running') can no longer change it, so it is not retried. The worker keeps running the
+-- handler until it hears of it: a NOTIFY on channel $2 with the control payload
 -- {"cancel": id} (aiopgq/_worker/control.py), or else its next heartbeat (heartbeat.sql
 -- returns the cancelled jobs it still holds). locked_by stays: it names the worker that
 -- ran the job. FOR UPDATE waits for a claim or completion that holds the row, then
@@ -20,11 +20,9 @@ WITH target AS (
     WHERE j.id = target.id
     RETURNING j.id, j.task, j.queue, target.was
 )
-SELECT EXISTS (SELECT FROM cancelled) AS cancelled,
-       (SELECT was::text FROM cancelled) AS was,
-       (SELECT task FROM cancelled) AS task,
-       (SELECT queue FROM cancelled) AS queue,
-       (SELECT count(pg_notify($2, jsonb_build_object('cancel', id)::text))
-        FROM cancelled WHERE was = 'running') AS notified
-FROM {{schema}}.jobs
-WHERE id = $1;
+SELECT c.id IS NOT NULL AS cancelled, c.task, c.queue, c.was::text AS was,
+       CASE WHEN c.was = 'running'
+            THEN pg_notify($2, jsonb_build_object('cancel', c.id)::text) END AS notified
+FROM {{schema}}.jobs j
+LEFT JOIN cancelled c ON true
+WHERE j.id = $1;

@@ -42,10 +42,10 @@ class Claims:
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         self._pauses = pauses
-        self._traced = traced
         self._claim = self._claim_completing = ""
         self._queues_arg: str | list[str] | None = None  # None: every queue is paused
         self._version = -1
+        self._traced = traced
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self.count = 0

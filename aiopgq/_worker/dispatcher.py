@@ -138,7 +138,7 @@ class Dispatcher:
             else:
                 job, payload = job_from_claimed_row(row, instants)
                 trace = None
-            if job.id in self._job_tasks:  # as in start(): that run's lease was lost
+            if job.id in self._job_tasks:  # we still run this job: see start()
                 self.cancel([job.id])
             self.running[job.id] = job
             observed = self._run_observed(job, payload, sink, observer, trace, run)
@@ -266,7 +266,8 @@ class Dispatcher:
                     job.task,
                     extra={"job_id": job.id, "task": job.task, "queue": job.queue},
                 )
-                return  # the database says cancelled already: no outcome to write
+                sink.cancelled(job)  # nothing to write: the database says cancelled already
+                return
             if self.releasing:
                 sink.release(job)
                 raise
@@ -350,6 +351,10 @@ class _Observed:
     def release(self, job: Job) -> None:
         self.outcome = "released to pending (worker stopping)"
         self._sink.release(job)
+
+    def cancelled(self, job: Job) -> None:
+        self.outcome = "cancelled while running"
+        self._sink.cancelled(job)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

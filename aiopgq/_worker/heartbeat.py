@@ -1,8 +1,8 @@
-"""Heartbeat: extends the lease of every job this worker holds, in one statement, and
-tells the workers registry this worker is alive.
+"""Heartbeat: extends the lease of every job this worker holds, in one statement,
+and tells the workers registry this worker is alive.
 
-The same statement returns the jobs among them that were cancelled meanwhile: the
-fallback for a cancel NOTIFY the listener missed (sql/heartbeat.sql).
+The lease statement also returns the jobs among them that were cancelled meanwhile:
+the fallback for a cancel NOTIFY the listener missed (sql/heartbeat.sql).
 """
 
 from __future__ import annotations

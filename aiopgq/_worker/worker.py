@@ -1,14 +1,11 @@
 """Worker: builds the runtime's parts and wires them, here and nowhere else.
 
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
-    |                     |    <--flushed, retry times-- completer <--outcomes--+
-    |                     +--wake--> fetcher                ^
-    +--control messages--> controls --pause/resume--> pauses (read by claims)
-                                    --cancel--> dispatcher <--cancelled-- heartbeat
-heartbeat: extends leases of running jobs and keeps the registry row fresh;
-maintenance: rescues, expires dead workers' rows, prunes (or archives); scheduler:
-enqueues the ticks of periodic tasks. With observers (metrics, tracing) the dispatcher
-tells them about each job; with a metrics port, /metrics.
+                          |    <--flushed, retry times-- completer <--outcomes--+
+                          +--wake--> fetcher
+listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
+heartbeat: leases (hearing of cancelled jobs), registry row; maintenance: rescues, expires
+dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
 from __future__ import annotations
@@ -226,11 +223,10 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        # Half a poll interval: a pause missed by NOTIFY holds within one (pauses.py).
         pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
         await pauses.refresh(pool)  # before the first claim
         claims = Claims(pool, sql, pauses, self.id, completer, held_ids, traced=traced)
-        controls = Controls(pauses, dispatcher)
+        controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
         listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
@@ -270,8 +266,16 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval)
-            services.start_soon(run_heartbeat, *beat, dispatcher.cancel, presence)
+            services.start_soon(
+                run_heartbeat,
+                pool,
+                sql,
+                self.id,
+                held_ids,
+                self.heartbeat_interval,
+                dispatcher.cancel,
+                presence,
+            )
             services.start_soon(self._maintain, pool)
             services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
