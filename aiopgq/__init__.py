@@ -17,6 +17,7 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobError, JobStatus, current_job
+from ._limits import QueueSettings
 from ._observer import Observer
 from ._overview import QueueStats
 from ._queue import Queue
@@ -43,6 +44,7 @@ __all__ = [
     "Observer",
     "Queue",
     "QueueNotOpen",
+    "QueueSettings",
     "QueueStats",
     "Retry",
     "SchemaError",

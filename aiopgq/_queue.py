@@ -1,4 +1,4 @@
-"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, ...)."""
+"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, limits...)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ._db.statements import Statements, validate_identifier
 from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
 from ._instrumented import Instrumented
+from ._limits import Limits
 from ._observer import Observer, combine
 from ._overview import Overview
 from ._periodic import Periodic
@@ -30,7 +31,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing):
+class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limits):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

@@ -34,6 +34,7 @@ class Enqueuer(Protocol):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -50,6 +51,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -66,6 +68,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> int: ...
 
 
@@ -126,6 +129,7 @@ class Task(Generic[P, R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -145,6 +149,7 @@ class Task(Generic[P, R]):
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )
 
     async def enqueue_many(
@@ -158,6 +163,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -175,6 +181,7 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )
 
     async def copy_many(
@@ -188,6 +195,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -205,4 +213,5 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from aiopgq import Queue
 
@@ -48,3 +49,26 @@ async def crash() -> None:
 @queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
 async def mail(to: str, subject: str = "") -> None:
     await record("app.mail")
+
+
+SPANS = f'"{queue.schema}".spans'
+
+
+@queue.task(name="app.span", queue="limited", max_attempts=5)
+async def span(ms: float, key: str = "") -> None:
+    """Sleep `ms` milliseconds, then record when the handler ran (this host's clock:
+    every worker process of a test runs on it) in the test's spans table."""
+    from aiopgq import current_job
+
+    started = time.time()
+    await asyncio.sleep(ms / 1000)
+    ended = time.time()
+    async with queue.pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {SPANS} (job_id, pid, key, started, ended) VALUES ($1, $2, $3, $4, $5)",
+            current_job().id,
+            os.getpid(),
+            key,
+            started,
+            ended,
+        )

@@ -48,6 +48,12 @@ def register(add: AddCommand) -> None:
         "(default: none)",
     )
     enqueue.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="the job's key for its queue's per-key limit (`aiopgq queue --key-concurrency`; "
+        "default: none)",
+    )
+    enqueue.add_argument(
         "--max-payload-bytes",
         type=int,
         metavar="BYTES",
@@ -103,6 +109,7 @@ async def enqueue_job(args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts,
             delay=args.delay,
             idempotency_key=args.idempotency_key,
+            concurrency_key=args.concurrency_key,
         )
     print(job.id)
     return 0

@@ -70,6 +70,14 @@ class Statements:
             "dequeue",
             "dequeue_queues",
             "dequeue_completing",
+            "dequeue_limited",
+            "dequeue_limited_traced",
+            "limited_queues",
+            "configure_queue",
+            "queue_settings",
+            "key_index",
+            "key_index_state",
+            "drop_key_index",
             "complete_done",
             "complete_error",
             "release",
@@ -81,6 +89,9 @@ class Statements:
             "analyze_jobs",
             "insert_job",
             "insert_jobs",
+            "insert_job_keyed",
+            "insert_jobs_keyed",
+            "set_concurrency_key",
             "get_job",
             "enqueue_unique",
             "cancel",
@@ -123,6 +134,14 @@ class Statements:
     dequeue: str
     dequeue_queues: str
     dequeue_completing: str
+    dequeue_limited: str
+    dequeue_limited_traced: str
+    limited_queues: str
+    configure_queue: str
+    queue_settings: str
+    key_index: str
+    key_index_state: str
+    drop_key_index: str
     complete_done: str
 
     def claim(self, *, several_queues: bool, completing: bool, traced: bool = False) -> str:
@@ -150,6 +169,9 @@ class Statements:
     analyze_jobs: str
     insert_job: str
     insert_jobs: str
+    insert_job_keyed: str
+    insert_jobs_keyed: str
+    set_concurrency_key: str
     get_job: str
     enqueue_unique: str
     cancel: str

@@ -6,6 +6,8 @@ release.sql, rescues). Operator actions send a JSON object with one key instead:
     {"pause": "<queue>"}    sql/set_queue_paused.sql (Queue.pause)
     {"resume": "<queue>"}   sql/set_queue_paused.sql (Queue.resume; the queue's name follows)
     {"cancel": <job id>}    sql/cancel.sql (Queue.cancel of a running job)
+    {"limits": "<queue>"}   sql/configure_queue.sql (Queue.configure: read again which
+                            queues are paused or limited)
 
 Workers that predate these messages compare each payload with their queue names
 (`payload in queues`) and so ignore them. A worker that serves a queue whose name
@@ -58,10 +60,12 @@ class Controls:
         elif kind == "cancel" and isinstance(value, int) and not isinstance(value, bool):
             if self._dispatcher.cancel([value]):
                 logger.debug("cancel request for job %s: stopping its handler", value)
+        elif kind == "limits" and isinstance(value, str):
+            self._pauses.refresh_soon()  # one read, whichever queue it names
         else:
             logger.debug("ignoring an unknown control message %r", payload[:200])
 
     def reconnected(self) -> None:
-        """The LISTEN connection is back: messages sent meanwhile were lost. Pauses are
-        read again now; cancellations arrive with the next heartbeat."""
+        """The LISTEN connection is back: messages sent meanwhile were lost. Pauses and
+        limits are read again now; cancellations arrive with the next heartbeat."""
         self._pauses.refresh_soon()

@@ -1,17 +1,20 @@
-"""Pauses: which of the worker's queues are paused, so that its claims leave them out.
+"""Pauses: which of the worker's queues are paused, so that its claims leave them out,
+and which have limits, so that its claims apply them (Queue.configure).
 
 The claim statement never reads the `queues` table: a worker keeps the paused set
-here and claims only the other queues (claims.py rebuilds its queue list when the
-set changes, which costs the claim nothing while no queue is paused). The set is
+and the limited set here and claims only the queues not paused, the limited ones
+through the limited claim (claims.py rebuilds its queue lists when a set changes,
+which costs the claim nothing while no queue is paused or limited). The sets are
 learned
   - when the worker starts, before its first claim;
-  - from the control NOTIFYs that `Queue.pause` and `Queue.resume` send (at once);
+  - from the control NOTIFYs that `Queue.pause`, `Queue.resume` and `Queue.configure`
+    send (at once);
   - when the LISTEN connection (re)connects (NOTIFYs may have been missed);
   - every `refresh_interval` seconds (the worker uses half its poll interval), the
     fallback that holds without a LISTEN connection (`listen=False`, burst mode, a
     connection that died silently). So a claim that starts later than half a poll
     interval plus one query after a pause leaves the queue out: within one poll
-    interval, in every case.
+    interval, in every case (a limit set or lifted likewise).
 A queue that is resumed wakes the fetcher, as a NOTIFY for it would.
 """
 
@@ -40,13 +43,19 @@ class Pauses:
         self._wakeups = wakeups
         self._refresh_interval = refresh_interval
         self._paused: frozenset[str] = frozenset()
-        self.version = 0  # bumped on every change of the paused set (claims.py watches it)
+        self._limited: frozenset[str] = frozenset()
+        self.version = 0  # bumped on every change of either set (claims.py watches it)
         self._messages = 0  # control messages applied: a refresh that raced one is dropped
         self._refresh_requested = anyio.Event()
 
     @property
     def paused(self) -> frozenset[str]:
         return self._paused
+
+    @property
+    def limited(self) -> frozenset[str]:
+        """The worker's queues with limits (paused or not)."""
+        return self._limited
 
     def active(self) -> list[str]:
         """The worker's queues that are not paused, in the worker's order."""
@@ -64,10 +73,19 @@ class Pauses:
         self._refresh_requested.set()
 
     async def refresh(self, pool: asyncpg.Pool) -> None:
-        """Read the paused set from the database."""
+        """Read the paused set and the limited set from the database."""
         messages = self._messages
         async with pool.acquire() as conn:
             paused = await conn.fetchval(self._sql.paused_queues, self._queues)
+            limited = frozenset(await conn.fetchval(self._sql.limited_queues, self._queues))
+        if limited != self._limited:
+            logger.info(
+                "queues with limits: %s",
+                ",".join(sorted(limited)) or "none",
+                extra={"queues": sorted(limited)},
+            )
+            self._limited = limited
+            self.version += 1
         # A NOTIFY applied while we read is newer than (or as new as) what we read.
         if messages == self._messages:
             self._set(frozenset(paused))

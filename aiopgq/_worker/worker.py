@@ -225,7 +225,7 @@ class Worker:
 
         pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
         await pauses.refresh(pool)  # before the first claim
-        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, traced=traced)
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, traced=traced)
         controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
         listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
