@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._archive import ArchiveLayout, ArchivePartition
 from ._db.connection import Connection
 from ._errors import (
     ConfigurationError,
@@ -18,6 +19,7 @@ from ._errors import (
 from ._job import Job, JobError, JobStatus, current_job
 from ._limits import QueueSettings
 from ._observer import Observer
+from ._overview import QueueStats
 from ._queue import Queue
 from ._retry import Retry
 from ._supervisor import WorkerProcesses, run_workers
@@ -28,6 +30,8 @@ from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
+    "ArchiveLayout",
+    "ArchivePartition",
     "ConfigurationError",
     "Connection",
     "DuplicateJob",
@@ -41,6 +45,7 @@ __all__ = [
     "Queue",
     "QueueNotOpen",
     "QueueSettings",
+    "QueueStats",
     "Retry",
     "SchemaError",
     "SyncQueue",

@@ -112,6 +112,15 @@ class Control(Inspection):
                         return total
 
     async def _retry(self, conn: Connection, ids: Sequence[int], statuses: list[str]) -> list[int]:
+        retried = await self._retry_rows(conn, ids, statuses)
+        if len(retried) < len(ids):
+            done = set(retried)
+            retried += await self._retry_archived(conn, [i for i in ids if i not in done], statuses)
+        return retried
+
+    async def _retry_rows(
+        self, conn: Connection, ids: Sequence[int], statuses: list[str]
+    ) -> list[int]:
         args = (list(ids), statuses, self.sql.channel)
         try:
             row = await conn.fetchrow(self.sql.retry_jobs, *args)
@@ -121,6 +130,29 @@ class Control(Inspection):
             row = await conn.fetchrow(self.sql.retry_jobs, *args)
         assert row is not None  # aggregates: always one row
         return list(row["ids"])
+
+    async def _retry_archived(
+        self, conn: Connection, ids: Sequence[int], statuses: list[str]
+    ) -> list[int]:
+        """Jobs the partitioned layout moved to the archive come back to the jobs table and
+        are re-queued in one transaction, so the maintenance leader cannot archive them
+        again in between (they are invisible to it until they are pending). In the plain
+        layout the archive is empty: one cheap statement, only when some ids were not
+        retried."""
+        for attempt in range(2):
+            try:
+                async with conn.transaction():
+                    if not await conn.fetchval(self.sql.archive_restore, list(ids), statuses):
+                        return []
+                    row = await conn.fetchrow(
+                        self.sql.retry_jobs, list(ids), statuses, self.sql.channel
+                    )
+                    assert row is not None  # aggregates: always one row
+                    return list(row["ids"])
+            except asyncpg.UniqueViolationError:
+                if attempt:  # a live job took one of their idempotency keys meanwhile
+                    raise
+        return []
 
     async def _set_paused(self, queue: str, paused: bool) -> None:
         async with self.pool.acquire() as conn:

@@ -39,10 +39,13 @@ class Inspection(QueueCore):
         queue: str | None = None,
         task: str | None = None,
         limit: int = 50,
+        before: int | None = None,
     ) -> list[Job]:
-        """The newest jobs (highest id first) with this status, queue and task, if given.
+        """The newest jobs (highest id first) with this status, queue and task, if given;
+        with `before`, those with a lower id (the next page: pass the last id you got).
 
         >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
+        >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
         """
         statuses = [s.value for s in JobStatus]
         wanted = None if status is None else getattr(status, "value", status)
@@ -50,9 +53,11 @@ class Inspection(QueueCore):
             raise ValueError(f"status must be one of {', '.join(statuses)}, got {status!r}")
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            raise ValueError(f"before must be a job id (an int) or None, got {before!r}")
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit)
+                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before)
         return [job_from_record(row) for row in rows]
 
     async def set_notify(self, queue: str, enabled: bool) -> None:

@@ -8,6 +8,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from ._archive import Archive
 from ._control import Control
 from ._db import migrations
 from ._db.dsn import check_dsn, redact, resolve_dsn
@@ -18,6 +19,7 @@ from ._errors import ConfigurationError
 from ._instrumented import Instrumented
 from ._limits import Limits
 from ._observer import Observer, combine
+from ._overview import Overview
 from ._periodic import Periodic
 from ._registry import RegistryCache
 from ._retry import Retry
@@ -29,7 +31,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Control, Instrumented, Periodic, Enqueuing, Limits):
+class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limits):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

@@ -107,6 +107,8 @@ class Statements:
             "retry_jobs",
             "failed_jobs_page",
             "list_jobs",
+            "queue_stats",
+            "latest_failures",
             "register_tasks",
             "registered_tasks",
             "insert_job_traced",
@@ -119,6 +121,13 @@ class Statements:
             "schedule_state",
             "take_ticks",
             "schedule_status",
+            "archive_state",
+            "archive_extend",
+            "archive_move",
+            "archive_drop",
+            "archive_restore",
+            "archive_partitions",
+            "set_archive_layout",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -178,6 +187,8 @@ class Statements:
     retry_jobs: str
     failed_jobs_page: str
     list_jobs: str
+    queue_stats: str
+    latest_failures: str
     register_tasks: str
     registered_tasks: str
     insert_job_traced: str
@@ -190,3 +201,10 @@ class Statements:
     schedule_state: str
     take_ticks: str
     schedule_status: str
+    archive_state: str
+    archive_extend: str
+    archive_move: str
+    archive_drop: str
+    archive_restore: str
+    archive_partitions: str
+    set_archive_layout: str
