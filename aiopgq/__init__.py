@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._archive import ArchiveLayout, ArchivePartition
 from ._db.connection import Connection
 from ._errors import (
     ConfigurationError,
@@ -15,8 +16,10 @@ from ._errors import (
     SchemaError,
     TaskNotFound,
 )
-from ._job import Job, JobStatus, current_job
+from ._job import Job, JobError, JobStatus, current_job
+from ._limits import QueueSettings
 from ._observer import Observer
+from ._overview import QueueStats
 from ._queue import Queue
 from ._retry import Retry
 from ._supervisor import WorkerProcesses, run_workers
@@ -27,17 +30,22 @@ from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
+    "ArchiveLayout",
+    "ArchivePartition",
     "ConfigurationError",
     "Connection",
     "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",
+    "JobError",
     "JobNotFound",
     "JobStatus",
     "Observer",
     "Queue",
     "QueueNotOpen",
+    "QueueSettings",
+    "QueueStats",
     "Retry",
     "SchemaError",
     "SyncQueue",

@@ -47,13 +47,15 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> Job:
         """Enqueue a job by task name. Defaults and argument checks come from the task if
         registered here, else from the registry workers keep (TaskNotFound for a name
         no worker registered, while some registered others), else queue "default".
         With an `idempotency_key`, a job already holding the key is returned instead
-        (README "Unique jobs" for `on_conflict` and `unique_for`).
+        (README "Unique jobs" for `on_conflict` and `unique_for`). `concurrency_key`
+        is the job's key for its queue's per-key limit (`Queue.configure`).
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
@@ -79,6 +81,7 @@ class Enqueuing(RegistryLookup, Unique):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         keys = None if idempotency_key is None else [idempotency_key]
         unique = uniqueness(keys, 1, unique_for, on_conflict)
@@ -127,6 +130,7 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
@@ -146,6 +150,7 @@ class Enqueuing(RegistryLookup, Unique):
             priority,
             max_attempts,
             connection,
+            concurrency_key,
             enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
@@ -192,6 +197,7 @@ class Enqueuing(RegistryLookup, Unique):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
@@ -210,6 +216,7 @@ class Enqueuing(RegistryLookup, Unique):
             priority,
             max_attempts,
             connection,
+            concurrency_key,
             enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
@@ -250,6 +257,7 @@ class Enqueuing(RegistryLookup, Unique):
         priority: int | None,
         max_attempts: int | None,
         connection: Connection | None,
+        concurrency_key: str | None,
         retry_for: float | timedelta | None,
     ) -> Batch:
         """The payloads checked against the task here, else the registry's declaration."""
@@ -263,5 +271,6 @@ class Enqueuing(RegistryLookup, Unique):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         return make_batch(known, task, payloads, self.max_payload_bytes, opts)

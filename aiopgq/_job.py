@@ -25,6 +25,20 @@ class JobStatus(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class JobError:
+    """One failed attempt in a job's history (`Job.errors`, oldest first, the last 10).
+
+    >>> for error in (await queue.get_job(job_id)).errors:
+    ...     print(error.at, error.attempt, error.worker, error.error.splitlines()[-1])
+    """
+
+    at: datetime
+    attempt: int
+    worker: str | None
+    error: str  # exception type, message and traceback (capped in length)
+
+
+@dataclass(frozen=True)
 class Job:
     """A job row.
 
@@ -47,6 +61,7 @@ class Job:
     locked_by: str | None = None
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
+    errors: tuple[JobError, ...] = ()
     tick: datetime | None = None  # a periodic job's schedule time
 
 
@@ -88,7 +103,7 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
 
 
 def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
-    """A Job from a row of sql/get_job.sql (payload and result as JSON text)."""
+    """A Job from a row of sql/get_job.sql (payload, result and errors as JSON text)."""
     return build_job(
         id=row["id"],
         queue=row["queue"],
@@ -105,7 +120,23 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        errors=errors_from_json(row.get("errors")),  # enqueue_unique's rows have none
         tick=row["tick"],
+    )
+
+
+def errors_from_json(text: str | None) -> tuple[JobError, ...]:
+    """The `errors` column (see sql/migrations/0011_operator_control.sql) as JobErrors."""
+    if text is None:
+        return ()
+    return tuple(
+        JobError(
+            at=datetime.fromtimestamp(float(entry["at"]), timezone.utc),
+            attempt=int(entry["attempt"]),
+            worker=entry.get("worker"),
+            error=str(entry["error"]),
+        )
+        for entry in json.loads(text)
     )
 
 

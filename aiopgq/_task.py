@@ -34,6 +34,7 @@ class Enqueuer(Protocol):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> Job: ...
 
@@ -51,6 +52,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]: ...
 
@@ -68,6 +70,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> int: ...
 
@@ -129,6 +132,7 @@ class Task(Generic[P, R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
         **kwargs: Any,
     ) -> Job:
@@ -149,6 +153,7 @@ class Task(Generic[P, R]):
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
             enqueue_retry_for=enqueue_retry_for,
         )
 
@@ -163,6 +168,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
@@ -181,6 +187,7 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
             enqueue_retry_for=enqueue_retry_for,
         )
 
@@ -195,6 +202,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         enqueue_retry_for: float | timedelta | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
@@ -213,5 +221,6 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
             enqueue_retry_for=enqueue_retry_for,
         )

@@ -113,6 +113,21 @@ def _resendable(unique: Uniqueness) -> bool:
 
 
 class Unique(QueueCore):
+    async def _insert_keyed(
+        self, conn: Connection, args: tuple[Any, ...], concurrency_key: str | None
+    ) -> list[asyncpg.Record]:
+        """The keyed insert; a concurrency key is set in the same transaction."""
+        if concurrency_key is None:
+            return await conn.fetch(self.sql.enqueue_unique, *args)
+        async with conn.transaction():  # the key set before any claim can see the jobs
+            rows = await conn.fetch(self.sql.enqueue_unique, *args)
+            await conn.execute(
+                self.sql.set_concurrency_key,
+                [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
+                concurrency_key,
+            )
+        return rows
+
     async def _enqueue_unique(
         self,
         task: str,
@@ -140,7 +155,7 @@ class Unique(QueueCore):
             with missing_schema_as_error(self.schema):
                 rows = await self._run(
                     connection,
-                    lambda conn: conn.fetch(self.sql.enqueue_unique, *args),
+                    lambda conn: self._insert_keyed(conn, args, opts.concurrency_key),
                     retry_for,
                     idempotent=_resendable(unique),
                 )

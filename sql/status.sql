@@ -1,7 +1,12 @@
--- Counts per queue and status, and the age of the oldest runnable pending job.
+-- Counts per queue and status, and the age of the oldest runnable pending job, over
+-- jobs and jobs_archive (the partitioned layout's finished jobs).
 SELECT queue, status::text, count(*) AS jobs,
        extract(epoch FROM now() - min(run_at) FILTER (
            WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age
-FROM {{schema}}.jobs
+FROM (
+    SELECT queue, status, run_at FROM {{schema}}.jobs
+    UNION ALL
+    SELECT queue, status, run_at FROM {{schema}}.jobs_archive
+) AS both_tables
 GROUP BY queue, status
 ORDER BY queue, status;

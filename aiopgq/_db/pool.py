@@ -79,12 +79,41 @@ async def _open(
             min_size=0,
             init_size=min_size,
             max_size=max_size,
+            connect=_connect_to_the_end,
             reset=_keep_session,
             **connect_kwargs,
         )
     return await asyncpg.create_pool(  # before asyncpg 0.32 min_size was no floor
-        dsn, min_size=min_size, max_size=max_size, reset=_keep_session, **connect_kwargs
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        connect=_connect_to_the_end,
+        reset=_keep_session,
+        **connect_kwargs,
     )
+
+
+async def _connect_to_the_end(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    """asyncpg.connect for the pool, never interrupted half-way.
+
+    asyncpg cancelled while it negotiates SSL (sslmode prefer, the default) leaves a
+    future whose exception nobody retrieves, which asyncio reports as an error
+    ("Future exception was never retrieved ... unexpected connection_lost() call";
+    MagicStack/asyncpg#1211). A worker stopping right after it started, while a part
+    of it was connecting, did that. So the caller is cancelled at once as usual, and
+    the connection attempt finishes on its own and is then closed.
+    """
+    connecting = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_unwanted)
+        raise
+
+
+def _close_unwanted(connecting: asyncio.Future[asyncpg.Connection]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

@@ -1,7 +1,13 @@
-"""Claims: the fetcher's own connection and the one statement that claims jobs.
+"""Claims: the fetcher's own connection and the statements that claim jobs.
 
 A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them running
 in one statement; the `done`s the completer buffered ride along and commit with it.
+It reads the worker's queues that are not paused (pauses.py). Those with limits
+(concurrency, rate, per-key: see `Queue.configure`; pauses.py knows which) are
+claimed through their own statement, which applies them (sql/dequeue_limited.sql);
+the others through the plain one, which never reads a queue's settings. The
+statements and their queue arguments are chosen again only when the paused set or
+the limited set changes.
 
 The fetcher's connection is its own, outside the pool (application_name
 `aiopgq-fetcher <worker id>`). A pool connection held for the worker's life would be
@@ -13,14 +19,16 @@ connection can always be asked `is_closed()`, and is replaced at once when it is
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
 from .._db.connection import Connection, close_quietly
 from .._db.statements import Statements
-from .completer import Completer
+from .completer import Completer, Outcomes
+from .pauses import Pauses
+from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.fetcher")
 
@@ -30,10 +38,11 @@ class Claims:
         self,
         connect: Callable[[], Awaitable[asyncpg.Connection[Any]]],
         sql: Statements,
-        queues: Sequence[str],
+        pauses: Pauses,
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
+        wakeups: Wakeups,
         *,
         traced: bool = False,
     ) -> None:
@@ -42,17 +51,29 @@ class Claims:
         self._worker_id = worker_id
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
-        several = len(queues) > 1
-        self._claim = sql.claim(several_queues=several, completing=False, traced=traced)
-        self._claim_completing = sql.claim(several_queues=several, completing=True, traced=traced)
-        self._queues_arg: str | list[str] = list(queues) if several else queues[0]
+        self._pauses = pauses
+        self._wakeups = wakeups
+        self._traced = traced  # rows carry each job's trace_context as a tenth column
+        self._claim_limited_sql = sql.dequeue_limited_traced if traced else sql.dequeue_limited
+        self._version = -1  # of the sets (pauses.py) the targets below were chosen for
+        self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
+        self._claim = self._claim_completing = ""
+        self._queues_arg: str | list[str] | None = None  # None: no plain queue is active
         self._conn: asyncpg.Connection[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self._resuming = False  # the next claim is the first since the failure
         self.count = 0
+        # After a claim: a limit held back runnable jobs (then claim again when a job of
+        # ours ends, or at the time given to wakeups), or left keys unvisited (`more`).
+        self.held_back = False
+        self.more = False
 
-    async def claim(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
-        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along)."""
+    async def claim(
+        self, conn: Connection, limit: int, *, held: bool = False
+    ) -> list[asyncpg.Record]:
+        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along).
+        `held`: in a transaction held for the batch (holding.py), which would keep a
+        limited queue's lock as long: skip a queue whose lock a peer holds, do not wait."""
         if self._resuming:
             self._resuming = False  # claim first: the orphans can wait one claim
         elif self._orphans_possible:
@@ -62,26 +83,87 @@ class Claims:
                 logger.info(
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
+        if self._version != self._pauses.version:
+            self._target()
+        self.held_back = self.more = False
+        if self._queues_arg is None and not self._limited:
+            return []  # every queue is paused
         self.count += 1
         riding = self._completer.take_done()
         try:
-            if riding:
-                rows: list[asyncpg.Record] = await conn.fetch(
-                    self._claim_completing,
-                    self._queues_arg,
-                    limit,
-                    self._worker_id,
-                    riding.done_ids,
-                    riding.done_attempts,
-                    riding.done_results,
-                )
-            else:  # a lighter statement: this is the latency path of an idle worker
-                rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
+            if self._limited:
+                rows = await self._claim_limited(conn, limit, riding, wait=not held)
+                self._completer.landed(riding, committed=True)
+                riding = Outcomes()
+                if len(rows) >= limit or self._queues_arg is None:
+                    return rows
+                return rows + await self._claim_plain(conn, limit - len(rows), riding)
+            return await self._claim_plain(conn, limit, riding)
         except BaseException:
             self._completer.landed(riding, committed=False)
             raise
+
+    async def _claim_plain(
+        self, conn: Connection, limit: int, riding: Outcomes
+    ) -> list[asyncpg.Record]:
+        if riding:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                self._claim_completing,
+                self._queues_arg,
+                limit,
+                self._worker_id,
+                riding.done_ids,
+                riding.done_attempts,
+                riding.done_results,
+            )
+        else:  # a lighter statement: this is the latency path of an idle worker
+            rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
         self._completer.landed(riding, committed=True)
         return rows
+
+    async def _claim_limited(
+        self, conn: Connection, limit: int, riding: Outcomes, *, wait: bool
+    ) -> list[asyncpg.Record]:
+        queues = self._limited
+        self._limited = queues[1:] + queues[:1]  # each limited queue goes first in turn
+        rows: list[asyncpg.Record] = await conn.fetch(
+            self._claim_limited_sql,
+            queues,
+            limit,
+            self._worker_id,
+            wait,
+            riding.done_ids,
+            riding.done_attempts,
+            riding.done_results,
+        )
+        jobs = []
+        for row in rows:
+            if row[0] is not None:
+                jobs.append(row)
+                continue
+            wait = row[7]  # see sql/dequeue_limited.sql
+            if wait < 0:
+                self.more = True
+            else:
+                self.held_back = True
+                if wait > 0:
+                    self._wakeups.look_again_in(wait)
+        return jobs
+
+    def _target(self) -> None:
+        """Claim from the queues not paused: those with limits through the limited claim,
+        the others through one queue's statement or the several's."""
+        active, limited = self._pauses.active(), self._pauses.limited
+        self._limited = [q for q in active if q in limited]
+        plain = [q for q in active if q not in limited]
+        several = len(plain) > 1
+        traced = self._traced
+        self._claim = self._sql.claim(several_queues=several, completing=False, traced=traced)
+        self._claim_completing = self._sql.claim(
+            several_queues=several, completing=True, traced=traced
+        )
+        self._queues_arg = (list(plain) if several else plain[0]) if plain else None
+        self._version = self._pauses.version
 
     def failed(self) -> None:
         """A claim failed: its reply was lost, maybe after it committed. Jobs marked ours

@@ -29,6 +29,7 @@ class Sink(Protocol):
     def done(self, job: Job, result: str | None) -> None: ...
     def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
     def release(self, job: Job) -> None: ...
+    def cancelled(self, job: Job) -> None: ...  # cancelled while it ran: no write
 
 
 class Outcomes:
@@ -67,6 +68,9 @@ class Outcomes:
     def release(self, job: Job) -> None:
         self.release_ids.append(job.id)
         self.release_attempts.append(job.attempts)
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
         """Apply every outcome (at most three statements); returns retry times scheduled."""
@@ -150,6 +154,9 @@ class Completer:
     def release(self, job: Job) -> None:
         self._buffer.release(job)
         self._added()
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     def _added(self) -> None:
         if self._idle.is_set():

@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -32,8 +32,9 @@ JOB_TASK_PREFIX = "aiopgq job "
 def describe_error(exc: BaseException) -> str:
     """Exception type, message and traceback, trimmed for the last_error column."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if len(text) > _MAX_ERROR_CHARS:
-        text = text[:1000] + "\n...\n" + text[-(_MAX_ERROR_CHARS - 1000) :]
+    if len(text) > _MAX_ERROR_CHARS:  # the head says where, the tail what
+        cut = "\n...\n"
+        text = text[:1000] + cut + text[-(_MAX_ERROR_CHARS - 1000 - len(cut)) :]
     return text
 
 
@@ -70,6 +71,7 @@ class Dispatcher:
         self._idle.set()
         self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
+        self._cancelling: dict[int, Job] = {}  # runs stopped by cancel(), by job id
 
     def start(
         self, rows: list[asyncpg.Record], sink: Sink | None = None
@@ -86,16 +88,39 @@ class Dispatcher:
         # The loop's own create_task: asyncio.create_task's wrapper looks the loop up and
         # names the task afterwards, per task; the task factory is the same.
         create_task = asyncio.get_running_loop().create_task
+        job_tasks = self._job_tasks
         for row in rows:
             job, payload = job_from_claimed_row(row, instants)
+            if job.id in job_tasks:
+                # We still run this job: its lease was lost meanwhile (rescued after missed
+                # heartbeats, or cancelled and retried before we heard of it), so that
+                # run's outcome can no longer be written. Stop it; this run replaces it.
+                self.cancel([job.id])
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
             task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-            self._job_tasks[job.id] = task
+            job_tasks[job.id] = task
             started.append(task)
         return started
+
+    def cancel(self, job_ids: Iterable[int]) -> int:
+        """Stop the handlers of these jobs, which were cancelled in the database
+        (cancel.sql): their runs write no outcome. Jobs we do not run are ignored.
+        Returns how many handlers were stopped."""
+        cancelling = self._cancelling
+        for job_id in [i for i, job in cancelling.items() if self.running.get(i) is not job]:
+            del cancelling[job_id]  # their runs ended before the cancellation reached them
+        stopped = 0
+        for job_id in job_ids:
+            job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+            if job is None or task is None or cancelling.get(job_id) is job:
+                continue
+            cancelling[job_id] = job
+            task.cancel()
+            stopped += 1
+        return stopped
 
     def _start_observed(
         self, rows: list[asyncpg.Record], sink: Sink, observer: JobObserver, run: _Run
@@ -113,6 +138,8 @@ class Dispatcher:
             else:
                 job, payload = job_from_claimed_row(row, instants)
                 trace = None
+            if job.id in self._job_tasks:  # we still run this job: see start()
+                self.cancel([job.id])
             self.running[job.id] = job
             observed = self._run_observed(job, payload, sink, observer, trace, run)
             task = create_task(observed, name=f"{JOB_TASK_PREFIX}{job.id}")
@@ -180,8 +207,12 @@ class Dispatcher:
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
-            self._job_tasks.pop(job.id, None)  # by id: cheaper than asyncio.current_task()
-            del self.running[job.id]
+            mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
+            newest = self.running.pop(job.id)
+            if newest is not job:  # a newer run of this job replaced us (start): it stays
+                self.running[job.id] = newest
+                if mine is not None:
+                    self._job_tasks[job.id] = mine
             if not self.running:
                 self._idle.set()
             self._slot_freed()
@@ -227,6 +258,16 @@ class Dispatcher:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
+            if self._cancelling.get(job.id) is job:
+                del self._cancelling[job.id]
+                logger.info(
+                    "job %s (%s) cancelled while running",
+                    job.id,
+                    job.task,
+                    extra={"job_id": job.id, "task": job.task, "queue": job.queue},
+                )
+                sink.cancelled(job)  # nothing to write: the database says cancelled already
+                return
             if self.releasing:
                 sink.release(job)
                 raise
@@ -310,6 +351,10 @@ class _Observed:
     def release(self, job: Job) -> None:
         self.outcome = "released to pending (worker stopping)"
         self._sink.release(job)
+
+    def cancelled(self, job: Job) -> None:
+        self.outcome = "cancelled while running"
+        self._sink.cancelled(job)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

@@ -13,13 +13,15 @@ from .._db.connection import close_quietly
 from .._db.outage import Outage
 from .._db.statements import Statements, quote_identifier
 from .._db.transient import Backoff, describe, reconnect_delay
+from .control import Controls, is_control
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.listener")
 
 
 class Listener:
-    """Wakes the fetcher when a NOTIFY names one of our queues.
+    """Wakes the fetcher when a NOTIFY names one of our queues, and hands control
+    messages (pause, resume, cancel: control.py) to `controls`.
 
     On a lost connection (killed backend, server restart, network) it reconnects
     with backoff, LISTENs again and wakes the fetcher once for a catch-up fetch,
@@ -44,6 +46,7 @@ class Listener:
         queues: Collection[str],
         wakeups: Wakeups,
         *,
+        controls: Controls | None = None,
         outage: Outage | None = None,
         ping_interval: float = 10.0,
     ) -> None:
@@ -51,6 +54,7 @@ class Listener:
         self._channel = sql.channel
         self._queues = frozenset(queues)
         self._wakeups = wakeups
+        self._controls = controls
         self._ping_interval = ping_interval
         self._sql = sql
         self._outage = outage
@@ -96,8 +100,11 @@ class Listener:
             return None
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        if isinstance(payload, str) and payload in self._queues:
-            self._wakeups.notified(payload)
+        if isinstance(payload, str):
+            if payload in self._queues:
+                self._wakeups.notified(payload)
+            elif self._controls is not None and is_control(payload):
+                self._controls.received(payload)
 
     async def run(self) -> None:
         backoff = Backoff(
@@ -132,6 +139,8 @@ class Listener:
         self._conn = conn
         self.connected.set()
         self._wakeups.caught_up()  # catch up on anything enqueued while we were not listening
+        if self._controls is not None:
+            self._controls.reconnected()
         while not lost.is_set():
             with anyio.move_on_after(self._ping_interval):
                 await lost.wait()

@@ -41,6 +41,10 @@ class ObservedSink:
         self._sink.release(job)
         self._end("released", None)
 
+    def cancelled(self, job: Job) -> None:
+        self._sink.cancelled(job)
+        self._end("cancelled", None)
+
     def settle(self) -> None:
         """The job's task ended without an outcome (an internal error, logged): its
         lease brings it back, so to the observer it was released."""

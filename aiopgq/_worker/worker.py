@@ -3,10 +3,9 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs and keeps the registry row fresh;
-maintenance: rescues, expires dead workers' rows, prunes; scheduler: enqueues the
-ticks of periodic tasks. With observers (metrics, tracing) the dispatcher tells them
-about each job; with a metrics port, /metrics.
+listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
+heartbeat: leases (hearing of cancelled jobs), registry row; maintenance: rescues, expires
+dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import asyncpg
@@ -34,15 +33,18 @@ from .claims import Claims
 from .completer import Completer
 from .connections import connection_name, connector
 from .contracts import QueueSpec
+from .control import Controls
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .listener import Listener
 from .maintenance import run_maintenance
+from .pauses import Pauses
 from .presence import Presence
 from .registration import register_tasks
 from .scheduler import Scheduler
+from .shutdown import FetchLoop, fetch_until_stopped
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -137,7 +139,7 @@ class Worker:
         self._metrics_registry = metrics_registry
         self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._fetcher: _FetchLoop | None = None
+        self._fetcher: FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
         self._listener: Listener | None = None
         self._stop_requested = False
@@ -231,15 +233,21 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
+        pauses = Pauses(
+            sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2, outage=outage
+        )
+        await pauses.refresh(pool)  # before the first claim
         fetch_connect = connector(self.queue, connection_name("fetcher", self.id))
         claims = Claims(
-            fetch_connect, sql, self.queues, self.id, completer, held_ids, traced=traced
+            fetch_connect, sql, pauses, self.id, completer, held_ids, wakeups, traced=traced
         )
-        listener = self._make_listener(wakeups, outage) if self.listen and not burst else None
+        controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
+        listening = self.listen and not burst
+        listener = self._make_listener(wakeups, controls, outage) if listening else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
-        fetcher: _FetchLoop
+        fetcher: FetchLoop
         if self.hold_transaction:
             fetcher = HoldingFetcher(
                 claims,
@@ -276,9 +284,19 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, presence, outage)
-            services.start_soon(run_heartbeat, *beat)
+            services.start_soon(
+                run_heartbeat,
+                pool,
+                sql,
+                self.id,
+                held_ids,
+                self.heartbeat_interval,
+                dispatcher.cancel,
+                presence,
+                outage,
+            )
             services.start_soon(self._maintain, pool, outage)
+            services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
             schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
@@ -298,39 +316,15 @@ class Worker:
                     await listener.connected.wait()
             task_status.started()
             try:
-                await self._fetch_until_stopped(fetcher, claims, dispatcher, burst=burst)
+                await fetch_until_stopped(
+                    fetcher, claims, dispatcher, burst=burst, grace_period=self.grace_period
+                )
             finally:
                 # Also on cancellation: commit what finished, so it does not run again.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await completer.wait_idle()
                 services.cancel_scope.cancel()
         logger.info("worker %s stopped", self.id, extra={"worker": self.id})
-
-    async def _fetch_until_stopped(
-        self, fetcher: _FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
-    ) -> None:
-        try:
-            try:
-                async with anyio.create_task_group() as drains:
-                    await fetcher.run(drains, burst=burst)
-                    drains.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await fetcher.hand_over()
-            finally:
-                await claims.drop_connection()
-            await self._drain(dispatcher)
-        finally:
-            # Grace period over, or cancelled from outside: give running jobs back.
-            if dispatcher.running:
-                logger.warning(
-                    "stopping: releasing %d running jobs to pending", len(dispatcher.running)
-                )
-            with anyio.CancelScope(shield=True):
-                await dispatcher.cancel_all()
-
-    async def _drain(self, dispatcher: Dispatcher) -> None:
-        with anyio.move_on_after(self.grace_period):
-            await dispatcher.wait_idle()
 
     async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
         from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
@@ -357,9 +351,11 @@ class Worker:
             ),
         )
 
-    def _make_listener(self, wakeups: Wakeups, outage: Outage) -> Listener:
+    def _make_listener(self, wakeups: Wakeups, controls: Controls, outage: Outage) -> Listener:
         connect = connector(self.queue, self.listener_name, self.listen_dsn)
-        return Listener(connect, self.queue.sql, self.queues, wakeups, outage=outage)
+        return Listener(
+            connect, self.queue.sql, self.queues, wakeups, controls=controls, outage=outage
+        )
 
     # -- running in the background of an asyncio service ---------------------------
 
@@ -386,11 +382,3 @@ class Worker:
         assert self._background is not None
         background, self._background = self._background, None
         return await background.__aexit__(exc_type, exc, tb)
-
-
-class _FetchLoop(Protocol):
-    """The lease-mode Fetcher or the HoldingFetcher."""
-
-    def stop(self) -> None: ...
-    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
-    async def hand_over(self) -> None: ...

@@ -2,9 +2,10 @@
 fits a small server through pgbouncer.
 
 Per worker process: one LISTEN connection (direct), the fetcher's own connection, and a
-pool of at most max_pool_size (default 10), of which the worker's own parts use at most 4
-at once: a completion flush, the heartbeat, a maintenance batch and the wait for
-producers that skipped NOTIFY. Handlers that use `queue.pool` share the rest.
+pool of at most max_pool_size (default 10), of which the worker's own parts use at most 5
+at once: a completion flush, the heartbeat, a maintenance batch, the wait for producers
+that skipped NOTIFY and the read of paused and limited queues. Handlers that use
+`queue.pool` share the rest.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..bouncer import start_pgbouncer
 from ..helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKER_PARTS = 4  # completer, heartbeat, maintenance, skipped-NOTIFY wait
+WORKER_PARTS = 5  # completer, heartbeat, maintenance, skipped-NOTIFY wait, pauses
 
 
 async def connections_named(conn: asyncpg.Connection, name: str) -> int:
