@@ -5,34 +5,47 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
+    Abort,
     ConfigurationError,
     EmbeddedServerError,
     Error,
     JobNotFound,
+    LeaseLost,
     QueueNotOpen,
     SchemaError,
+    Snooze,
     TaskNotFound,
 )
-from ._job import Job, JobStatus, current_job
+from ._job import Job, JobEvent, JobStatus, current_job
 from ._queue import Queue
+from ._results import JobCancelled, JobFailed
 from ._retry import Retry
 from ._task import Task
 from ._worker.worker import Worker
 
 __all__ = [
+    "Abort",
     "ConfigurationError",
     "Connection",
     "EmbeddedServerError",
     "Error",
     "Job",
+    "JobCancelled",
+    "JobContext",
+    "JobEvent",
+    "JobFailed",
     "JobNotFound",
     "JobStatus",
+    "Lease",
+    "LeaseLost",
     "Queue",
     "QueueNotOpen",
     "Retry",
     "SchemaError",
+    "Snooze",
     "Task",
     "TaskNotFound",
     "Worker",

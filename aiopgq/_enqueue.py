@@ -11,7 +11,7 @@ import asyncpg
 
 from ._db.connection import Connection
 from ._db.statements import Statements
-from ._job import Job, build_jobs
+from ._job import Job, JobWaiter, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
@@ -132,8 +132,11 @@ async def insert_job(
     return row
 
 
-async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[Job]:
-    """Insert every job of the batch in one statement (one JSON array parsed once)."""
+async def insert_batch(
+    conn: Connection, sql: Statements, batch: Batch, owner: JobWaiter | None = None
+) -> list[Job]:
+    """Insert every job of the batch in one statement (one JSON array parsed once); the
+    Jobs' wait() waits on `owner`."""
     opts = batch.options
     row = await conn.fetchrow(
         sql.insert_jobs,
@@ -155,6 +158,7 @@ async def insert_batch(conn: Connection, sql: Statements, batch: Batch) -> list[
         run_at=opts.run_at or created_at,
         created_at=created_at,
         max_attempts=opts.max_attempts,
+        _owner=owner,  # a key of the fields every job copies: no work per job
     )
 
 

@@ -24,7 +24,8 @@ class Inspection(QueueCore):
                 row = await conn.fetchrow(self.sql.get_job, job_id)
         if row is None:
             raise self._not_found(job_id)
-        return job_from_record(row)
+        # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
+        return job_from_record(row, owner=self)  # type: ignore[arg-type]
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job that has not started: True if this call cancelled it, False if it is

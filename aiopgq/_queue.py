@@ -24,9 +24,11 @@ from ._enqueue import (
     resolve_options,
 )
 from ._errors import ConfigurationError
+from ._hooks import Hooks
 from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
+from ._results import Results
 from ._retry import Retry
 from ._task import Task
 from ._worker.worker import Worker
@@ -35,7 +37,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection):
+class Queue(Inspection, Results, Hooks):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
@@ -124,7 +126,8 @@ class Queue(Inspection):
         )
 
     async def close(self) -> None:
-        """Close the pool if this Queue created it."""
+        """Close the pool if this Queue created it (and stop waiting for jobs)."""
+        await self._close_waiters()
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -177,6 +180,7 @@ class Queue(Inspection):
         priority: int = 0,
         timeout: float | None = None,
         retry: Retry | None = None,
+        max_snoozes: int = 100,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot match the typevars of overload 2
@@ -190,6 +194,7 @@ class Queue(Inspection):
         priority: int = 0,
         timeout: float | None = None,
         retry: Retry | None = None,
+        max_snoozes: int = 100,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register an `async def` (run on the loop) or `def` (run in a thread) as a task.
 
@@ -210,6 +215,7 @@ class Queue(Inspection):
                 priority=priority,
                 timeout=timeout,
                 retry=retry or Retry(),
+                max_snoozes=max_snoozes,
             )
             self.tasks[task_name] = task
             return task
@@ -251,7 +257,7 @@ class Queue(Inspection):
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
                 row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
-        return build_job(
+        job = build_job(
             id=row[0],
             task=task,
             queue=opts.queue,
@@ -260,7 +266,11 @@ class Queue(Inspection):
             run_at=row[1],
             created_at=row[2],
             max_attempts=opts.max_attempts,
+            _owner=self,  # Job.wait() waits here
         )
+        if self._enqueue_hooks:
+            await self._enqueued([job])
+        return job
 
     async def enqueue_many(
         self,
@@ -284,7 +294,10 @@ class Queue(Inspection):
             return []
         with missing_schema_as_error(self.schema):
             async with self._connection(connection) as conn:
-                return await insert_batch(conn, self.sql, batch)
+                jobs = await insert_batch(conn, self.sql, batch, owner=self)
+        if self._enqueue_hooks:
+            await self._enqueued(jobs)
+        return jobs
 
     async def copy_many(
         self,

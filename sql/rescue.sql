@@ -1,6 +1,7 @@
 -- Jobs whose lease expired (no heartbeat for $1 seconds: their worker died) go
 -- back to pending, or to failed when the lost attempt was their last one. The
 -- attempt was counted at dequeue, so a job that kills its worker cannot loop.
+-- A job that ends failed and that someone awaits is announced (complete_error.sql).
 WITH expired AS (
     SELECT id
     FROM {{schema}}.jobs
@@ -20,4 +21,5 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.queue, j.status::text;
+RETURNING j.id, j.queue, j.status::text,
+    CASE WHEN j.waited AND j.status = 'failed' THEN pg_notify({{done_channel}}, j.id::text) END;

@@ -1,7 +1,9 @@
--- Counts per queue and status, and the age of the oldest runnable pending job.
+-- Counts per queue and status, the age of the oldest runnable pending job, and the
+-- mean progress of the running jobs that report it (ctx.progress).
 SELECT queue, status::text, count(*) AS jobs,
        extract(epoch FROM now() - min(run_at) FILTER (
-           WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age
+           WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age,
+       avg(progress) FILTER (WHERE status = 'running') AS progress
 FROM {{schema}}.jobs
 GROUP BY queue, status
 ORDER BY queue, status;

@@ -40,10 +40,17 @@ def _read(relative: str) -> str:
     return (SQL_DIR / relative).read_text(encoding="utf-8")
 
 
+def done_channel(schema: str) -> str:
+    """The channel on which finished jobs that someone awaits are announced (payload: the
+    job id); a channel name has at most 63 bytes, like a schema name."""
+    return f"{validate_identifier(schema)[:58]}:done"
+
+
 def render(relative: str, schema: str) -> str:
     """The statement in `sql/<relative>` with the (validated) schema name bound in."""
     # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
     text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
+    text = text.replace("{{done_channel}}", f"'{done_channel(schema)}'")
     return text.replace("{{schema}}", quote_identifier(schema))
 
 
@@ -55,6 +62,7 @@ class Statements:
         # The insert trigger notifies on a channel named after the schema (see
         # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
         self.channel = self.schema
+        self.done_channel = done_channel(schema)
         for name in (
             "dequeue",
             "dequeue_queues",
@@ -80,6 +88,11 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "complete_special",
+            "heartbeat_progress",
+            "commit_done",
+            "watch_jobs",
+            "finished_jobs",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
@@ -88,10 +101,16 @@ class Statements:
     dequeue_completing: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool) -> str:
+    def claim(self, *, several_queues: bool, completing: bool, checkpoint: bool = False) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
-        prepends the CTE that marks done the jobs riding along ($4-$6)."""
+        prepends the CTE that marks done the jobs riding along ($4-$6); `checkpoint`
+        returns each job's saved state as a tenth column (for workers whose handlers take
+        a JobContext; the others run the statement without it)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        if checkpoint:
+            tail = "date_part('epoch', j.created_at);"
+            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
+            statement = statement.rstrip()[: -len(tail)] + tail[:-1] + ", j.checkpoint::text;"
         if not completing:
             return statement
         head = "WITH next AS ("
@@ -118,3 +137,8 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    complete_special: str
+    heartbeat_progress: str
+    commit_done: str
+    watch_jobs: str
+    finished_jobs: str

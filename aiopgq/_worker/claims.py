@@ -7,6 +7,7 @@ in one statement; the `done`s the completer buffered ride along and commit with 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from asyncpg.pool import PoolConnectionProxy
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .completer import Completer
+from .leases import Leases
 
 logger = logging.getLogger("aiopgq.fetcher")
 
@@ -30,15 +32,22 @@ class Claims:
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
+        leases: Leases,
+        *,
+        checkpoint: bool = False,
     ) -> None:
         self._pool = pool
         self._sql = sql
         self._worker_id = worker_id
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
+        self._leases = leases
         several = len(queues) > 1
-        self._claim = sql.claim(several_queues=several, completing=False)
-        self._claim_completing = sql.claim(several_queues=several, completing=True)
+        # `checkpoint`: a tenth column, each job's saved state (handlers with a JobContext).
+        self._claim = sql.claim(several_queues=several, completing=False, checkpoint=checkpoint)
+        self._claim_completing = sql.claim(
+            several_queues=several, completing=True, checkpoint=checkpoint
+        )
         self._queues_arg: str | list[str] = list(queues) if several else queues[0]
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
@@ -55,6 +64,7 @@ class Claims:
                 )
         self.count += 1
         riding = self._completer.take_done()
+        sent = time.monotonic()  # the leases of the jobs claimed start after this
         try:
             if riding:
                 rows: list[asyncpg.Record] = await conn.fetch(
@@ -72,6 +82,8 @@ class Claims:
             self._completer.landed(riding, committed=False)
             raise
         self._completer.landed(riding, committed=True)
+        if rows:
+            self._leases.claimed(sent)
         return rows
 
     def failed(self) -> None:

@@ -6,11 +6,12 @@ hands itself to the worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import asyncpg
 
+from .._context import Middleware
 from .._db.statements import Statements
 from .._retry import Retry
 
@@ -32,6 +33,10 @@ class TaskSpec(Protocol):
     def retry(self) -> Retry: ...
     @property
     def check_keywords(self) -> Callable[[Mapping[str, Any]], None]: ...
+    @property
+    def context_parameter(self) -> str | None: ...  # the JobContext parameter, if any
+    @property
+    def max_snoozes(self) -> int: ...
 
 
 class QueueSpec(Protocol):
@@ -47,6 +52,8 @@ class QueueSpec(Protocol):
     def pool(self) -> asyncpg.Pool: ...
     @property
     def is_open(self) -> bool: ...
+    @property
+    def middlewares(self) -> Sequence[Middleware]: ...
     async def open(self, *, retry_for: float = 0.0) -> None: ...
     async def close(self) -> None: ...
     async def check_schema(self) -> None: ...

@@ -13,10 +13,14 @@ from typing import Any
 import anyio
 import asyncpg
 
+from .._context import JobContext
+from .._errors import Abort, LeaseLost, Snooze
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
 from .completer import Completer, Outcomes
 from .contracts import TaskSpec
+from .handlers import Handlers, progress_columns, settle_signal
+from .stops import StopRequests
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
@@ -38,7 +42,9 @@ def describe_error(exc: BaseException) -> str:
 class Dispatcher:
     """Starts one task per job and turns its ending into an outcome.
 
-    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode).
+    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode). With
+    `handlers`, jobs of tasks that take a JobContext, or of a queue with middleware, run
+    through them (the claimed rows then carry each job's checkpoint as a tenth column).
     """
 
     def __init__(
@@ -46,6 +52,9 @@ class Dispatcher:
         tasks: Mapping[str, TaskSpec],
         completer: Completer,
         wakeups: Wakeups,
+        *,
+        stops: StopRequests | None = None,
+        handlers: Handlers | None = None,
     ) -> None:
         self._tasks = tasks
         self._completer = completer
@@ -53,14 +62,22 @@ class Dispatcher:
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
+        self._stops = stops or StopRequests()
+        self._handlers = handlers
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
+
+    @property
+    def releasing(self) -> bool:
+        """Set at the shutdown deadline: cancelled jobs go back to pending."""
+        return self._stops.all
 
     def start(
         self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
     ) -> list[asyncio.Task[None]]:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
+        if self._handlers is not None:  # per batch: the loop below stays as it was
+            return self._start_handled(rows, target, self._handlers)
         if rows:
             self._idle.clear()
         started = []
@@ -79,9 +96,44 @@ class Dispatcher:
             started.append(task)
         return started
 
+    def _start_handled(
+        self, rows: list[asyncpg.Record], sink: Completer | Outcomes, handlers: Handlers
+    ) -> list[asyncio.Task[None]]:
+        """start(), for a worker with handlers: the rows carry the jobs' checkpoints."""
+        if rows:
+            self._idle.clear()
+        started = []
+        instants: dict[float, datetime] = {}
+        create_task = asyncio.get_running_loop().create_task
+        for row in rows:
+            job, payload = job_from_claimed_row(row[:9], instants)
+            self.running[job.id] = job
+            handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
+            run = self._run(job, payload, sink, handled, row[9])
+            task = create_task(run, name=f"{JOB_TASK_PREFIX}{job.id}")
+            self._job_tasks[job.id] = task
+            started.append(task)
+        return started
+
+    def fence(self, job_id: int, reason: str) -> None:
+        """Cancel a running job whose lease this worker could not renew (leases.py); it
+        ends with LeaseLost as its error, if that can still be written."""
+        task = self._job_tasks.get(job_id)
+        if task is None or job_id in self._stops.fenced:
+            return
+        where = {"job_id": job_id, "task": self.running[job_id].task}
+        logger.warning("job %s: %s", job_id, reason, extra=where)
+        self._stops.fenced[job_id] = reason
+        task.cancel()
+
+    def stop_reason(self, job: Job) -> BaseException:
+        """Why a job's task was cancelled (not at shutdown): fenced, or from inside."""
+        reason = self._stops.fenced.pop(job.id, None)
+        return _Cancelled() if reason is None else LeaseLost(reason)
+
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
-        self.releasing = True
+        self._stops.all = True
         tasks = list(self._job_tasks.values())
         for task in tasks:
             task.cancel()
@@ -91,7 +143,14 @@ class Dispatcher:
         """Return when no job is running."""
         await self._idle.wait()
 
-    async def _run(self, job: Job, payload_text: str, sink: Completer | Outcomes) -> None:
+    async def _run(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Completer | Outcomes,
+        handlers: Handlers | None = None,
+        checkpoint: str | None = None,
+    ) -> None:
         task = self._tasks.get(job.task)
         try:
             if task is None:
@@ -110,7 +169,10 @@ class Dispatcher:
                 )
                 sink.error(job, 0.0, message, True)
                 return
-            await self._call(task, job, arguments, sink)
+            if handlers is None:
+                await self._call(task, job, arguments, sink)
+            else:
+                await handlers.call(self, task, job, arguments, sink, checkpoint)
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
@@ -140,9 +202,9 @@ class Dispatcher:
             if self.releasing:
                 sink.release(job)
                 raise
-            self._failed(task, job, _Cancelled(), sink)
+            self.failed(task, job, self.stop_reason(job), sink)
         except BaseException as exc:
-            self._failed(task, job, exc, sink)
+            self.failed(task, job, exc, sink)
         else:
             try:
                 result_text = encode_result(result)
@@ -158,9 +220,19 @@ class Dispatcher:
         finally:
             _current_job.reset(token)
 
-    def _failed(
-        self, task: TaskSpec, job: Job, exc: BaseException, sink: Completer | Outcomes
+    def failed(
+        self,
+        task: TaskSpec,
+        job: Job,
+        exc: BaseException,
+        sink: Completer | Outcomes,
+        context: JobContext | None = None,
     ) -> None:
+        """Report a failed run: retried after its backoff, failed at its last attempt; a
+        Snooze or an Abort as such; with the progress its context reported, if any."""
+        if isinstance(exc, (Snooze, Abort)):
+            settle_signal(task, job, exc, describe_error(exc), sink, context)
+            return
         final = job.attempts >= job.max_attempts
         delay = 0.0 if final else task.retry.delay(job.attempts)
         if logger.isEnabledFor(logging.WARNING):
@@ -179,7 +251,11 @@ class Dispatcher:
                     "attempt": job.attempts,
                 },
             )
-        sink.error(job, delay, describe_error(exc), False)
+        if context is None or context.progress_value is None:
+            sink.error(job, delay, describe_error(exc), False)
+        else:
+            error = describe_error(exc)
+            sink.special(job, "error", delay=delay, error=error, **progress_columns(context))
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import anyio
@@ -10,6 +11,8 @@ import asyncpg
 
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .leases import Leases
+from .progress import ProgressBoard
 
 logger = logging.getLogger("aiopgq.heartbeat")
 
@@ -20,18 +23,36 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
+    leases: Leases,
+    progress: ProgressBoard,
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`; the
+    progress handlers reported since the last beat rides along in the same statement."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
         ids = held_ids()
         if not ids:
             continue
+        reported = progress.take() if progress else []
+        sent = time.monotonic()
         try:
             async with pool.acquire() as conn:
-                await conn.execute(sql.heartbeat, ids, worker_id)
+                if reported:
+                    rows = await conn.fetch(
+                        sql.heartbeat_progress,
+                        ids,
+                        worker_id,
+                        [c.job_id for c in reported],
+                        [c.attempt for c in reported],
+                        [c.progress_value for c in reported],
+                        [c.state_text for c in reported],
+                    )
+                else:
+                    rows = await conn.fetch(sql.heartbeat, ids, worker_id)
         except Exception as exc:
+            progress.restore(reported)
             backoff.failed(exc)  # the interval is the delay
         else:
+            leases.renewed(sent, [row[0] for row in rows])
             backoff.succeeded()

@@ -3,7 +3,8 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs; maintenance: rescues and prunes.
+heartbeat: extends leases of running jobs (and saves their progress); fence: stops the
+handlers whose leases it could not extend; maintenance: rescues and prunes.
 """
 
 from __future__ import annotations
@@ -29,10 +30,14 @@ from .completer import Completer
 from .contracts import QueueSpec
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher
+from .handlers import Handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
+from .leases import Leases, fence_margin, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
+from .progress import ProgressBoard
+from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -172,12 +177,25 @@ class Worker:
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
-        dispatcher = Dispatcher(self.queue.tasks, completer, wakeups)
+        stops, leases, progress = StopRequests(), Leases(), ProgressBoard()
+        handlers = self._make_handlers(pool, stops, progress)
+        dispatcher = Dispatcher(
+            self.queue.tasks, completer, wakeups, stops=stops, handlers=handlers
+        )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids)
+        claims = Claims(
+            pool,
+            sql,
+            self.queues,
+            self.id,
+            completer,
+            held_ids,
+            leases,
+            checkpoint=handlers is not None,
+        )
         listener = self._make_listener(wakeups) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
@@ -217,9 +235,10 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            services.start_soon(
-                run_heartbeat, pool, sql, self.id, held_ids, self.heartbeat_interval
-            )
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, leases, progress)
+            services.start_soon(run_heartbeat, *beat)
+            if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
+                services.start_soon(self._fence, leases, dispatcher)
             services.start_soon(self._maintain, pool)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
@@ -265,6 +284,34 @@ class Worker:
     async def _drain(self, dispatcher: Dispatcher) -> None:
         with anyio.move_on_after(self.grace_period):
             await dispatcher.wait_idle()
+
+    def _make_handlers(
+        self, pool: asyncpg.Pool, stops: StopRequests, progress: ProgressBoard
+    ) -> Handlers | None:
+        """Handlers, if a task takes a JobContext or the queue has middleware; else None
+        (the dispatcher's plain path, and the claim without checkpoints)."""
+        middleware = self.queue.middlewares
+        tasks = self.queue.tasks.values()
+        if not middleware and all(t.context_parameter is None for t in tasks):
+            return None
+        return Handlers(
+            pool,
+            self.queue.sql,
+            self.id,
+            middleware,
+            stops,
+            progress,
+            holds_transactions=self.hold_transaction,
+        )
+
+    async def _fence(self, leases: Leases, dispatcher: Dispatcher) -> None:
+        await run_fence(
+            leases,
+            dispatcher.running,
+            dispatcher.fence,
+            visibility_timeout=self.visibility_timeout,
+            margin=fence_margin(self.visibility_timeout, self.heartbeat_interval),
+        )
 
     async def _maintain(self, pool: asyncpg.Pool) -> None:
         await run_maintenance(

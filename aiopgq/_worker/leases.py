@@ -1,0 +1,96 @@
+"""Leases and the fence: a worker that cannot renew its leases stops those handlers
+before the leases run out, so a rescued copy of a job never runs beside the stale one.
+
+A job's lease starts when the claim that took it is sent (the server stamps
+heartbeat_at = now() after that), and each successful heartbeat renews the leases of
+the jobs it names from the moment it was sent. The rescuer, on the server's clock,
+takes a job back once heartbeat_at is `visibility_timeout` old; every instant on this
+side is no later than the server's, so a handler cancelled at lease start +
+visibility_timeout - margin is cancelled at least `margin` before any rescue.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+
+import anyio
+
+from .._job import Job
+
+logger = logging.getLogger("aiopgq.worker")
+
+
+class Leases:
+    """When the leases of this worker's jobs were last known to be renewed: per claim
+    and per heartbeat, never per job."""
+
+    def __init__(self) -> None:
+        # Before any heartbeat: the worker's start, earlier than any lease it will hold.
+        self.renewed_at = time.monotonic()  # when the last successful heartbeat was sent
+        self._covered: frozenset[int] = frozenset()  # the jobs it named
+        # (sent, returned) of the claims that returned after it was sent, oldest first:
+        # it did not name their jobs, whose leases start no sooner than the first `sent`.
+        self._claims: list[tuple[float, float]] = []
+
+    def claimed(self, sent_at: float) -> None:
+        """A claim sent at `sent_at` returned jobs (called once per non-empty batch)."""
+        self._claims.append((sent_at, time.monotonic()))
+
+    def renewed(self, sent_at: float, job_ids: Collection[int]) -> None:
+        """A heartbeat sent at `sent_at` renewed `job_ids`: every job held then, so the
+        jobs of every claim that had returned by then."""
+        if sent_at > self.renewed_at:
+            self.renewed_at = sent_at
+            self._covered = frozenset(job_ids)
+            if self._claims:
+                self._claims = [claim for claim in self._claims if claim[1] > sent_at]
+
+    def earliest_start(self) -> float:
+        """No running job's lease started before this."""
+        return min(self.renewed_at, self._claims[0][0]) if self._claims else self.renewed_at
+
+    def start(self, job_id: int) -> float:
+        """The job's lease start as this worker knows it (no later than the server's)."""
+        if job_id in self._covered or not self._claims:
+            return self.renewed_at
+        return self._claims[0][0]  # claimed since: by the first claim of those, or later
+
+
+def fence_margin(visibility_timeout: float, heartbeat_interval: float) -> float:
+    """How long before its lease runs out a handler that cannot renew it is cancelled."""
+    return min(heartbeat_interval, visibility_timeout / 4)
+
+
+async def run_fence(
+    leases: Leases,
+    running: Mapping[int, Job],
+    fence: Callable[[int, str], None],
+    *,
+    visibility_timeout: float,
+    margin: float,
+) -> None:
+    """Cancel (through `fence`) every running job whose lease is `margin` from running
+    out without a renewal; forever, cancel to stop. Idle while heartbeats succeed: it
+    wakes once per `margin` and compares two numbers."""
+    limit = visibility_timeout - margin
+    while True:
+        now = time.monotonic()
+        deadline = leases.earliest_start() + limit
+        if not running or now < deadline:
+            await anyio.sleep(min(deadline - now, margin) if running else margin)
+            continue
+        for job_id in list(running):
+            start = leases.start(job_id)
+            if now >= start + limit:
+                fence(job_id, _reason(now - start, visibility_timeout))
+        await anyio.sleep(margin / 8)
+
+
+def _reason(unrenewed: float, visibility_timeout: float) -> str:
+    return (
+        f"lease lost: the worker could not renew it for {unrenewed:.1f} s (visibility "
+        f"timeout {visibility_timeout:g} s), so it stopped the job before another worker "
+        "could rescue it"
+    )

@@ -1,0 +1,9 @@
+-- Waiters: of the jobs $1, those that have ended (done, failed, cancelled), as rows of
+-- get_job.sql, and the ids no job has (never enqueued, or pruned), with NULL columns.
+SELECT w.id AS wanted, j.id, j.queue, j.task, j.payload::text, j.status::text, j.priority,
+       j.attempts, j.max_attempts, j.run_at, j.locked_at, j.locked_by, j.heartbeat_at,
+       j.last_error, j.result::text, j.created_at, j.finished_at, j.progress,
+       j.checkpoint::text, j.history::text
+FROM unnest($1::bigint[]) AS w(id)
+LEFT JOIN {{schema}}.jobs j ON j.id = w.id
+WHERE j.id IS NULL OR j.status IN ('done', 'failed', 'cancelled');

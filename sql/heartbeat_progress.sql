@@ -1,0 +1,15 @@
+-- heartbeat.sql, when handlers reported progress since the last beat: the same lease
+-- extension, and the progress and state of those jobs in the same statement (no round
+-- trip of their own). $1 held ids, $2 worker id; $3 ids that reported, $4 the attempt
+-- each reported in (a report of an earlier run of the job is dropped), $5 fractions,
+-- $6 states as JSON text (NULL keeps the saved one). Returns the ids, as heartbeat.sql.
+UPDATE {{schema}}.jobs j
+SET heartbeat_at = now(),
+    progress = CASE WHEN p.attempt = j.attempts THEN p.progress ELSE j.progress END,
+    checkpoint = CASE WHEN p.attempt = j.attempts THEN coalesce(p.state::jsonb, j.checkpoint)
+                      ELSE j.checkpoint END
+FROM unnest($1::bigint[]) AS h(id)
+LEFT JOIN unnest($3::bigint[], $4::int[], $5::float8[], $6::text[])
+    AS p(id, attempt, progress, state) ON p.id = h.id
+WHERE j.id = h.id AND j.status = 'running' AND j.locked_by = $2
+RETURNING j.id;
