@@ -23,6 +23,7 @@ from ._job import Job, JobEvent, JobStatus, current_job
 from ._queue import Queue
 from ._results import JobCancelled, JobFailed
 from ._retry import Retry
+from ._sync import SyncQueue
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -46,6 +47,7 @@ __all__ = [
     "Retry",
     "SchemaError",
     "Snooze",
+    "SyncQueue",
     "Task",
     "TaskNotFound",
     "Worker",

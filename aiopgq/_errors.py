@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class Error(Exception):
     """Base class of every aiopgq error."""
@@ -20,7 +22,17 @@ class SchemaError(Error):
 
 
 class TaskNotFound(Error):
-    """A job names a task that is not registered in this process."""
+    """No task of that name is registered: refused at enqueue by name when workers
+    registered other tasks (`known` lists them), or unknown to the worker running it.
+
+    >>> try: await queue.enqueue("mail.sned", {})
+    ... except TaskNotFound as exc: print(exc.known)  # ['mail.send', ...]
+    """
+
+    def __init__(self, message: str, *, task: str = "", known: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.task = task
+        self.known = list(known)
 
 
 class JobNotFound(Error):

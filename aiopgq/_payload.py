@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # Enqueue options share the call with the task's own arguments, so a task
@@ -63,28 +63,41 @@ def bind_arguments(
 
 
 class KeywordCheck:
-    """Checks a dict of keyword arguments against a signature with set operations.
+    """Checks a dict of keyword arguments against a task's parameters with set operations.
 
     The same verdicts (and messages) as `Signature.bind(**kwargs)`, several times
     faster: it runs once per job on the worker and once per payload in enqueue_many.
+    Made from a signature (`of`), or from the names a worker registered for the task.
     """
 
-    def __init__(self, signature: inspect.Signature, name: str) -> None:
+    def __init__(
+        self, name: str, accepted: Sequence[str], required: Sequence[str], any_keyword: bool
+    ) -> None:
+        self._name = name
+        self.accepted = tuple(accepted)  # in the signature's order
+        self.required = tuple(required)
+        self.any_keyword = any_keyword
+        self._accepted = frozenset(accepted)
+
+    @classmethod
+    def of(cls, signature: inspect.Signature, name: str) -> KeywordCheck:
         named = [
             p
             for p in signature.parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         ]
-        self._name = name
-        self._accepted = frozenset(p.name for p in named)
-        self._required = [p.name for p in named if p.default is p.empty]
-        self._any_keyword = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        return cls(
+            name,
+            [p.name for p in named],
+            [p.name for p in named if p.default is p.empty],
+            any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()),
+        )
 
     def __call__(self, arguments: Mapping[str, Any]) -> None:
-        for required in self._required:
+        for required in self.required:
             if required not in arguments:
                 raise TypeError(f"task {self._name}: missing a required argument: {required!r}")
-        if not self._any_keyword:
+        if not self.any_keyword:
             for key in arguments:
                 if key not in self._accepted:
                     raise TypeError(

@@ -17,6 +17,7 @@ from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueue import (
     Batch,
+    TaskDefaults,
     copy_batch,
     insert_batch,
     insert_job,
@@ -28,6 +29,7 @@ from ._hooks import Hooks
 from ._inspection import Inspection
 from ._job import Job, build_job
 from ._payload import encode_payload
+from ._registry import RegistryCache, RegistryLookup
 from ._results import Results
 from ._retry import Retry
 from ._task import Task
@@ -37,7 +39,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, Results, Hooks):
+class Queue(Inspection, RegistryLookup, Results, Hooks):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
@@ -71,6 +73,7 @@ class Queue(Inspection, Results, Hooks):
             self.dsn = check_dsn(env_dsn)
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self._registry = RegistryCache()
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
@@ -107,6 +110,7 @@ class Queue(Inspection, Results, Hooks):
             if max_pool_size < 1:
                 raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
             self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
+        self._registry = RegistryCache()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
@@ -127,6 +131,7 @@ class Queue(Inspection, Results, Hooks):
 
     async def close(self) -> None:
         """Close the pool if this Queue created it (and stop waiting for jobs)."""
+        self._registry_lock = None  # bound to this event loop
         await self._close_waiters()
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
@@ -237,17 +242,25 @@ class Queue(Inspection, Results, Hooks):
         connection: Connection | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Enqueue a job by task name; defaults come from the task if registered here.
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         """
         known = self.tasks.get(task)
-        if known is not None and payload is not None:
-            payload = known.bind((), payload)  # same checks as known.enqueue()
+        defaults: TaskDefaults | None = known
+        if known is not None:
+            if payload is not None:
+                payload = known.bind((), payload)  # same checks as known.enqueue()
+        else:  # not registered here: the registry's declaration, if any
+            defaults = await self._declared(task, connection)
+            if defaults is not None:
+                defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
         text = encode_payload(arguments, task, self.max_payload_bytes)
         opts = resolve_options(
-            known,
+            defaults,
             queue=queue,
             run_at=run_at,
             delay=delay,
@@ -288,7 +301,8 @@ class Queue(Inspection, Results, Hooks):
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
@@ -315,7 +329,8 @@ class Queue(Inspection, Results, Hooks):
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
-        batch = self._batch(task, payloads, queue, run_at, delay, priority, max_attempts)
+        known = self.tasks.get(task) or await self._declared(task, connection)
+        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
         if not batch.payloads:
             self._check_open(connection)
             return 0
@@ -325,6 +340,7 @@ class Queue(Inspection, Results, Hooks):
 
     def _batch(
         self,
+        known: TaskDefaults | None,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
         queue: str | None,
@@ -333,7 +349,6 @@ class Queue(Inspection, Results, Hooks):
         priority: int | None,
         max_attempts: int | None,
     ) -> Batch:
-        known = self.tasks.get(task)
         opts = resolve_options(
             known,
             queue=queue,

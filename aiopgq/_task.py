@@ -98,7 +98,7 @@ class Task(Generic[P, R]):
         # The parameter annotated JobContext, filled by the worker, not by the payload.
         self.context_parameter = context_parameter(fn)
         self.signature = check_signature(fn, name, context=self.context_parameter)
-        self.check_keywords = KeywordCheck(self.signature, name)
+        self.check_keywords = KeywordCheck.of(self.signature, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self._queue = queue
 

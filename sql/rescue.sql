@@ -21,5 +21,5 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.queue, j.status::text,
+RETURNING j.id, j.queue, j.task, j.status::text, j.last_error,
     CASE WHEN j.waited AND j.status = 'failed' THEN pg_notify({{done_channel}}, j.id::text) END;

@@ -41,3 +41,8 @@ async def sleep(seconds: float) -> None:
 async def crash() -> None:
     await record("app.crash")
     os.kill(os.getpid(), 9)
+
+
+@queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
+async def mail(to: str, subject: str = "") -> None:
+    await record("app.mail")

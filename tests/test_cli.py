@@ -166,6 +166,9 @@ def test_every_worker_flag_reaches_the_worker() -> None:
         "maintenance_interval": 2.5,
         "blocked_loop_warning": 0.0,
         "connect_timeout": 12.0,
+        "retention": 60.0,
+        "failed_retention": None,  # --failed-retention None: keep them
+        "cancelled_retention": 7.0,
     }
     argv = ["worker", "m:q", "--no-listen", "--hold-transaction"]
     for name, value in given.items():

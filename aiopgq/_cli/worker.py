@@ -65,6 +65,12 @@ _SETTINGS: list[tuple[str, type, str, str]] = [
         "at start, retry an unreachable database this long",
     ),
 ]
+# Retention flags: seconds, or none/keep (never prune), per finished status.
+_RETENTIONS = [
+    ("--retention", "done"),
+    ("--failed-retention", "failed"),
+    ("--cancelled-retention", "cancelled"),
+]
 _WORKER_DEFAULTS = {
     name: parameter.default for name, parameter in inspect.signature(Worker).parameters.items()
 }
@@ -92,6 +98,16 @@ def register(add: AddCommand) -> None:
         const=False,
         help="poll only: no LISTEN connection, no wake-up by NOTIFY (default: listen)",
     )
+    for flag, rows in _RETENTIONS:
+        default = _WORKER_DEFAULTS[flag[2:].replace("-", "_")].total_seconds()
+        worker.add_argument(
+            flag,
+            type=retention_seconds,
+            default=argparse.SUPPRESS,  # given or not; None (keep) is a value
+            metavar="SECONDS",
+            help=f"prune {rows} jobs this long after they finished; 'none' or 'keep': never "
+            f"(default: {default:.0f} = {default / 86_400:g} day{'s' if default > 86_400 else ''})",
+        )
     worker.add_argument(
         "--hold-transaction",
         action="store_const",
@@ -111,11 +127,31 @@ def register(add: AddCommand) -> None:
     worker.set_defaults(run=run_worker, uvloop=True)
 
 
+def retention_seconds(text: str) -> float | None:
+    """A retention flag's value: seconds >= 0, or none/keep for no pruning."""
+    if text.strip().lower() in ("none", "keep"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds >= 0, nor 'none'/'keep' (never prune)"
+        )
+    return seconds
+
+
 def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """The Worker settings given on the command line (the others keep Worker's defaults)."""
     names = [flag[2:].replace("-", "_") for flag, *_ in _SETTINGS]
     options = {name: getattr(args, name) for name in [*names, "listen", "hold_transaction"]}
-    return {name: value for name, value in options.items() if value is not None}
+    given = {name: value for name, value in options.items() if value is not None}
+    for flag, _ in _RETENTIONS:  # None is a value here: keep those rows
+        name = flag[2:].replace("-", "_")
+        if name in args:
+            given[name] = getattr(args, name)
+    return given
 
 
 async def run_worker(args: argparse.Namespace) -> int:

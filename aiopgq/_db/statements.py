@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from .._errors import ConfigurationError
@@ -54,6 +55,16 @@ def render(relative: str, schema: str) -> str:
     return text.replace("{{schema}}", quote_identifier(schema))
 
 
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def for_psycopg(statement: str) -> str:
+    """A rendered statement for psycopg (SyncQueue): `$n` becomes the named placeholder
+    `%(pn)s` (a value used twice is passed once), `%` is doubled, comment lines go."""
+    lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+    return _PLACEHOLDER.sub(r"%(p\1)s", "\n".join(lines).replace("%", "%%"))
+
+
 class Statements:
     """Every runtime statement, rendered once for one schema."""
 
@@ -88,6 +99,8 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "register_tasks",
+            "registered_tasks",
             "complete_special",
             "heartbeat_progress",
             "commit_done",
@@ -137,6 +150,8 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    register_tasks: str
+    registered_tasks: str
     complete_special: str
     heartbeat_progress: str
     commit_done: str

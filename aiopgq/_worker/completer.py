@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import asyncpg
@@ -18,6 +18,16 @@ from .special import SpecialOutcomes
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.completer")
+
+
+class Sink(Protocol):
+    """Where the dispatcher reports how each job ended: the Completer (lease mode) or a
+    batch's Outcomes (hold mode)."""
+
+    def done(self, job: Job, result: str | None) -> None: ...
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
+    def release(self, job: Job) -> None: ...
+    def special(self, job: Job, kind: str, **columns: Any) -> None: ...
 
 
 class Outcomes:

@@ -13,6 +13,7 @@ import asyncpg
 
 from .._context import Middleware
 from .._db.statements import Statements
+from .._payload import KeywordCheck
 from .._retry import Retry
 
 
@@ -32,7 +33,11 @@ class TaskSpec(Protocol):
     @property
     def retry(self) -> Retry: ...
     @property
-    def check_keywords(self) -> Callable[[Mapping[str, Any]], None]: ...
+    def check_keywords(self) -> KeywordCheck: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
     @property
     def context_parameter(self) -> str | None: ...  # the JobContext parameter, if any
     @property

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from .._context import JobContext
 from .._errors import Abort, LeaseLost, Snooze
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
-from .completer import Completer, Outcomes
+from .completer import Completer, Sink
 from .contracts import TaskSpec
 from .handlers import Handlers, progress_columns, settle_signal
 from .stops import StopRequests
@@ -42,9 +43,11 @@ def describe_error(exc: BaseException) -> str:
 class Dispatcher:
     """Starts one task per job and turns its ending into an outcome.
 
-    `sink` is the completer (lease mode) or a per-batch Outcomes (hold mode). With
-    `handlers`, jobs of tasks that take a JobContext, or of a queue with middleware, run
-    through them (the claimed rows then carry each job's checkpoint as a tenth column).
+    Every job that ends failed is logged at WARNING (id, task, queue, reason); with
+    DEBUG on, each job's start and end too. Whether DEBUG is on is asked once per
+    batch: with it off, a job costs nothing more. With `handlers`, jobs of tasks that
+    take a JobContext, or of a queue with middleware, run through them (the claimed rows
+    then carry each job's checkpoint as a tenth column).
     """
 
     def __init__(
@@ -72,12 +75,13 @@ class Dispatcher:
         return self._stops.all
 
     def start(
-        self, rows: list[asyncpg.Record], sink: Completer | Outcomes | None = None
+        self, rows: list[asyncpg.Record], sink: Sink | None = None
     ) -> list[asyncio.Task[None]]:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
+        run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
         if self._handlers is not None:  # per batch: the loop below stays as it was
-            return self._start_handled(rows, target, self._handlers)
+            return self._start_handled(rows, target, self._handlers, run)
         if rows:
             self._idle.clear()
         started = []
@@ -91,13 +95,17 @@ class Dispatcher:
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
-            task = create_task(self._run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+            task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
             self._job_tasks[job.id] = task
             started.append(task)
         return started
 
     def _start_handled(
-        self, rows: list[asyncpg.Record], sink: Completer | Outcomes, handlers: Handlers
+        self,
+        rows: list[asyncpg.Record],
+        sink: Sink,
+        handlers: Handlers,
+        run: Callable[..., Coroutine[Any, Any, None]],
     ) -> list[asyncio.Task[None]]:
         """start(), for a worker with handlers: the rows carry the jobs' checkpoints."""
         if rows:
@@ -109,8 +117,8 @@ class Dispatcher:
             job, payload = job_from_claimed_row(row[:9], instants)
             self.running[job.id] = job
             handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
-            run = self._run(job, payload, sink, handled, row[9])
-            task = create_task(run, name=f"{JOB_TASK_PREFIX}{job.id}")
+            job_run = run(job, payload, sink, handled, row[9])
+            task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
             self._job_tasks[job.id] = task
             started.append(task)
         return started
@@ -125,6 +133,9 @@ class Dispatcher:
         logger.warning("job %s: %s", job_id, reason, extra=where)
         self._stops.fenced[job_id] = reason
         task.cancel()
+
+    def fail_now(self, job: Job, reason: str, sink: Sink) -> None:
+        _fail_now(job, reason, sink)
 
     def stop_reason(self, job: Job) -> BaseException:
         """Why a job's task was cancelled (not at shutdown): fenced, or from inside."""
@@ -147,14 +158,14 @@ class Dispatcher:
         self,
         job: Job,
         payload_text: str,
-        sink: Completer | Outcomes,
+        sink: Sink,
         handlers: Handlers | None = None,
         checkpoint: str | None = None,
     ) -> None:
         task = self._tasks.get(job.task)
         try:
             if task is None:
-                sink.error(job, 0.0, _unknown_task_message(job, self._tasks), True)
+                _fail_now(job, _unknown_task_message(job, self._tasks), sink)
                 return
             try:
                 payload = decode_payload(payload_text)
@@ -167,7 +178,7 @@ class Dispatcher:
                     f"job {job.id} of task {job.task} cannot run: its payload does not match "
                     f"the task's arguments ({exc}); fix the producer and enqueue it again"
                 )
-                sink.error(job, 0.0, message, True)
+                _fail_now(job, message, sink)
                 return
             if handlers is None:
                 await self._call(task, job, arguments, sink)
@@ -182,9 +193,40 @@ class Dispatcher:
                 self._idle.set()
             self._slot_freed()
 
-    async def _call(
-        self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Completer | Outcomes
+    async def _run_logged(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Sink,
+        handlers: Handlers | None = None,
+        checkpoint: str | None = None,
     ) -> None:
+        """_run with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
+        extra = _fields(job)
+        logger.debug(
+            "job %s (%s) started on queue %s, attempt %s/%s",
+            job.id,
+            job.task,
+            job.queue,
+            job.attempts,
+            job.max_attempts,
+            extra=extra,
+        )
+        observed = _Observed(sink)
+        started = time.monotonic()
+        try:
+            await self._run(job, payload_text, observed, handlers, checkpoint)
+        finally:
+            logger.debug(
+                "job %s (%s) ended after %.3f s: %s",
+                job.id,
+                job.task,
+                time.monotonic() - started,
+                observed.outcome,
+                extra=extra,
+            )
+
+    async def _call(self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Sink) -> None:
         job = _with_payload(job, arguments)
         token = _current_job.set(job)
         try:
@@ -214,7 +256,7 @@ class Dispatcher:
                     f"stored as JSON ({exc}); the job ran but its result is lost: return "
                     "JSON types (or None)"
                 )
-                sink.error(job, 0.0, message, True)
+                _fail_now(job, message, sink)
                 return
             sink.done(job, result_text)
         finally:
@@ -225,7 +267,7 @@ class Dispatcher:
         task: TaskSpec,
         job: Job,
         exc: BaseException,
-        sink: Completer | Outcomes,
+        sink: Sink,
         context: JobContext | None = None,
     ) -> None:
         """Report a failed run: retried after its backoff, failed at its last attempt; a
@@ -235,27 +277,73 @@ class Dispatcher:
             return
         final = job.attempts >= job.max_attempts
         delay = 0.0 if final else task.retry.delay(job.attempts)
-        if logger.isEnabledFor(logging.WARNING):
+        if final:
             logger.warning(
-                "job %s (%s) attempt %s/%s failed: %r%s",
+                "job %s (%s, queue %s) failed for good: attempt %s/%s raised %r",
+                job.id,
+                job.task,
+                job.queue,
+                job.attempts,
+                job.max_attempts,
+                exc,
+                extra=_fields(job),
+            )
+        elif logger.isEnabledFor(logging.WARNING):
+            logger.warning(
+                "job %s (%s) attempt %s/%s failed: %r; retrying in %.1f s",
                 job.id,
                 job.task,
                 job.attempts,
                 job.max_attempts,
                 exc,
-                "" if final else f"; retrying in {delay:.1f} s",
-                extra={
-                    "job_id": job.id,
-                    "task": job.task,
-                    "queue": job.queue,
-                    "attempt": job.attempts,
-                },
+                delay,
+                extra=_fields(job),
             )
         if context is None or context.progress_value is None:
             sink.error(job, delay, describe_error(exc), False)
         else:
             error = describe_error(exc)
             sink.special(job, "error", delay=delay, error=error, **progress_columns(context))
+
+
+def _fail_now(job: Job, reason: str, sink: Sink) -> None:
+    """The job cannot run (or its result cannot be kept): failed at once, no retry."""
+    logger.warning(
+        "job %s (%s, queue %s) failed: %s", job.id, job.task, job.queue, reason, extra=_fields(job)
+    )
+    sink.error(job, 0.0, reason, True)
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    """The structured fields of a job's log records."""
+    return {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
+
+
+class _Observed:
+    """A sink that remembers the outcome it passed on (for the DEBUG line at a job's end)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self.outcome = "no outcome (cancelled)"
+
+    def done(self, job: Job, result: str | None) -> None:
+        self.outcome = "done"
+        self._sink.done(job, result)
+
+    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
+        if final or job.attempts >= job.max_attempts:
+            self.outcome = "failed"
+        else:
+            self.outcome = f"failed, retry in {delay:.1f} s"
+        self._sink.error(job, delay, error, final)
+
+    def release(self, job: Job) -> None:
+        self.outcome = "released to pending (worker stopping)"
+        self._sink.release(job)
+
+    def special(self, job: Job, kind: str, **columns: Any) -> None:
+        self.outcome = {"done": "done", "snooze": "snoozed"}.get(kind, "failed, or retried")
+        self._sink.special(job, kind, **columns)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

@@ -21,14 +21,12 @@ from .._db.statements import Statements
 from .._errors import Abort, Snooze
 from .._job import Job, _current_job
 from .._payload import encode_result
-from .completer import Completer, Outcomes
+from .completer import Sink
 from .contracts import TaskSpec
 from .progress import ProgressBoard
 from .stops import StopRequests
 
 logger = logging.getLogger("aiopgq.worker")
-
-Sink = Completer | Outcomes
 
 
 class Settling(Protocol):
@@ -37,6 +35,7 @@ class Settling(Protocol):
     @property
     def releasing(self) -> bool: ...
     def stop_reason(self, job: Job) -> BaseException: ...
+    def fail_now(self, job: Job, reason: str, sink: Sink) -> None: ...
     def failed(
         self,
         task: TaskSpec,
@@ -124,7 +123,7 @@ class Handlers:
                 return
             settling.failed(task, job, exc, sink, context)
         else:
-            self._succeeded(task, job, result, sink, context)
+            self._succeeded(settling, task, job, result, sink, context)
         finally:
             context.ended = True
             if context.progress_value is not None:
@@ -141,7 +140,13 @@ class Handlers:
         return call_next
 
     def _succeeded(
-        self, task: TaskSpec, job: Job, result: Any, sink: Sink, context: JobContext
+        self,
+        settling: Settling,
+        task: TaskSpec,
+        job: Job,
+        result: Any,
+        sink: Sink,
+        context: JobContext,
     ) -> None:
         if context.committed:  # its done is written: nothing left to write
             if result is not None and task.name not in self._warned:
@@ -161,7 +166,7 @@ class Handlers:
                 f"stored as JSON ({exc}); the job ran but its result is lost: return "
                 "JSON types (or None)"
             )
-            sink.error(job, 0.0, message, True)
+            settling.fail_now(job, message, sink)
             return
         if context.progress_value is None:
             sink.done(job, result_text)

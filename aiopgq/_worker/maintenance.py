@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import anyio
 import asyncpg
@@ -29,9 +29,13 @@ async def run_maintenance(
     *,
     interval: float,
     visibility_timeout: float,
-    retention: float | None,
+    retention: Mapping[str, float],
 ) -> None:
-    """Every `interval` seconds, if no other worker is doing it right now: rescue, prune."""
+    """Every `interval` seconds, if no other worker is doing it right now: rescue, prune.
+
+    `retention` maps a finished status ('done', 'failed', 'cancelled') to the seconds its
+    rows are kept; a status not in it is kept forever.
+    """
     backoff = Backoff(logger, "maintenance pass", consequence="will retry at the next pass")
     while True:
         try:
@@ -46,7 +50,11 @@ async def run_maintenance(
 
 
 async def maintain_once(
-    pool: asyncpg.Pool, sql: Statements, *, visibility_timeout: float, retention: float | None
+    pool: asyncpg.Pool,
+    sql: Statements,
+    *,
+    visibility_timeout: float,
+    retention: Mapping[str, float],
 ) -> tuple[int, int]:
     """One pass; returns (jobs rescued, rows pruned). Each batch is its own short transaction."""
     rescued = pruned = 0
@@ -56,26 +64,56 @@ async def maintain_once(
             if rows is None:
                 return rescued, pruned  # another worker leads
             for row in rows:
-                logger.warning(
-                    "job %s lease expired (worker lost); now %s",
-                    row["id"],
-                    row["status"],
-                    extra={"job_id": row["id"], "queue": row["queue"]},
-                )
+                _log_rescued(row)
             rescued += len(rows)
             if len(rows) < _BATCH:
                 break
         await _refresh_statistics(conn, sql)
-        while retention is not None:
-            deleted = await _prune_batch(conn, sql, retention)
-            if deleted is None:
-                break
-            pruned += deleted
-            if deleted < _BATCH:
-                break
-    if pruned:
-        logger.info("pruned %d finished jobs older than %s s", pruned, retention)
+        for status, seconds in retention.items():
+            count = await _prune(conn, sql, status, seconds)
+            if count:
+                logger.info(
+                    "pruned %d %s jobs older than %s s",
+                    count,
+                    status,
+                    seconds,
+                    extra={"status": status, "pruned": count},
+                )
+            pruned += count
     return rescued, pruned
+
+
+async def _prune(conn: Connection, sql: Statements, status: str, seconds: float) -> int:
+    """Delete the expired rows of one status, in batches; how many."""
+    pruned = 0
+    while True:
+        deleted = await _prune_batch(conn, sql, status, seconds)
+        if deleted is None:
+            break  # another worker leads now
+        pruned += deleted
+        if deleted < _BATCH:
+            break
+    return pruned
+
+
+def _log_rescued(row: asyncpg.Record) -> None:
+    extra = {"job_id": row["id"], "task": row["task"], "queue": row["queue"]}
+    if row["status"] == "failed":
+        logger.warning(
+            "job %s (%s, queue %s) failed: its worker was lost on the last attempt (%s)",
+            row["id"],
+            row["task"],
+            row["queue"],
+            row["last_error"],
+            extra=extra,
+        )
+    else:
+        logger.warning(
+            "job %s (%s) lease expired (worker lost); now pending",
+            row["id"],
+            row["task"],
+            extra=extra,
+        )
 
 
 @contextlib.asynccontextmanager
@@ -103,13 +141,15 @@ async def _rescue_batch(
     return rows
 
 
-async def _prune_batch(conn: Connection, sql: Statements, retention: float) -> int | None:
-    """Delete up to _BATCH expired finished rows; None if another worker leads."""
+async def _prune_batch(
+    conn: Connection, sql: Statements, status: str, seconds: float
+) -> int | None:
+    """Delete up to _BATCH expired rows of one status; None if another worker leads."""
     async with _leading(conn, sql) as leader:
         if not leader:
             return None
-        status = await conn.execute(sql.prune, retention, _BATCH)
-    return int(status.split()[-1])
+        result = await conn.execute(sql.prune, status, seconds, _BATCH)
+    return int(result.split()[-1])
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

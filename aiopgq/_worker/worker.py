@@ -37,6 +37,7 @@ from .leases import Leases, fence_margin, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
 from .progress import ProgressBoard
+from .registration import register_tasks
 from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
@@ -62,6 +63,10 @@ class Worker:
 
     >>> worker = queue.worker(queues=["default"], concurrency=50)
     >>> await worker.run()          # or: async with worker: ...
+
+    Finished rows are pruned by age and status: done rows after `retention` (1 day),
+    failed rows after `failed_retention` and cancelled rows after
+    `cancelled_retention` (7 days each). Seconds or a timedelta; None keeps them.
     """
 
     def __init__(
@@ -80,6 +85,8 @@ class Worker:
         completion_interval: float | timedelta = 0.01,
         maintenance_interval: float | timedelta = 5.0,
         retention: float | timedelta | None = timedelta(days=1),
+        failed_retention: float | timedelta | None = timedelta(days=7),
+        cancelled_retention: float | timedelta | None = timedelta(days=7),
         hold_transaction: bool = False,
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
@@ -111,7 +118,13 @@ class Worker:
         self.completion_batch_size = completion_batch_size
         self.completion_interval = _seconds(completion_interval, "completion_interval") or 0.0
         self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
+        # Seconds each finished status is kept (None: forever); done rows are the bulk,
+        # failed and cancelled rows carry the reason someone will look for.
         self.retention = _seconds(retention, "retention", allow_none=True)
+        self.failed_retention = _seconds(failed_retention, "failed_retention", allow_none=True)
+        self.cancelled_retention = _seconds(
+            cancelled_retention, "cancelled_retention", allow_none=True
+        )
         self.hold_transaction = hold_transaction
         self.blocked_loop_warning = _seconds(
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
@@ -158,6 +171,7 @@ class Worker:
         await queue.open(retry_for=self.connect_timeout)
         try:
             await queue.check_schema()
+            await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
             await self._serve(queue.pool, burst=burst, task_status=task_status)
         finally:
             if opened_here:
@@ -319,7 +333,15 @@ class Worker:
             self.queue.sql,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
-            retention=self.retention,
+            retention={
+                status: seconds
+                for status, seconds in (
+                    ("done", self.retention),
+                    ("failed", self.failed_retention),
+                    ("cancelled", self.cancelled_retention),
+                )
+                if seconds is not None
+            },
         )
 
     def _make_listener(self, wakeups: Wakeups) -> Listener:
