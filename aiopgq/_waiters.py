@@ -101,6 +101,10 @@ class Waiters:
     def _resolve(self, rows: list[asyncpg.Record]) -> None:
         for row in rows:
             job_id = row["wanted"]
+            if row["unmarked"]:  # locked when we tried to mark it: try again at the next turn
+                if job_id in self._futures:
+                    self._unmarked.add(job_id)
+                continue
             self._announced.discard(job_id)
             for future in self._futures.pop(job_id, []):
                 if future.done():
@@ -174,7 +178,10 @@ class Waiters:
                 await anyio.sleep(min(backoff.failed(exc), interval))
                 continue
             backoff.succeeded()
-            with anyio.move_on_after(max(last_poll + every - time.monotonic(), 0.0)):
+            wait = last_poll + every - time.monotonic()
+            if self._unmarked:  # some were locked: try again soon
+                wait = min(wait, interval)
+            with anyio.move_on_after(max(wait, 0.0)):
                 await self._kick.wait()
 
     async def _mark(self) -> None:

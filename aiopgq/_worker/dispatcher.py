@@ -127,8 +127,11 @@ class Dispatcher:
         """Cancel a running job whose lease this worker could not renew (leases.py); it
         ends with LeaseLost as its error, if that can still be written."""
         task = self._job_tasks.get(job_id)
-        if task is None or job_id in self._stops.fenced:
+        fenced = self._stops.fenced
+        if task is None or job_id in fenced:
             return
+        for gone in [i for i in fenced if i not in self.running]:  # ended without a word
+            del fenced[gone]
         where = {"job_id": job_id, "task": self.running[job_id].task}
         logger.warning("job %s: %s", job_id, reason, extra=where)
         self._stops.fenced[job_id] = reason

@@ -166,3 +166,33 @@ async def test_closing_the_queue_ends_its_waiters(dsn: str, schema: str) -> None
         await waiting
     with pytest.raises(QueueNotOpen):
         await job.wait()
+
+
+async def test_a_job_locked_by_a_held_batch_does_not_hold_up_other_waiters(
+    queue: Queue,
+) -> None:
+    started = asyncio.Event()
+
+    @queue.task(name="r.held", queue="held")
+    async def held() -> str:
+        started.set()
+        await asyncio.sleep(1.5)
+        return "held"
+
+    @queue.task(name="r.quick", queue="quick")
+    async def quick() -> str:
+        return "quick"
+
+    queue.result_poll_interval = 0.2
+    slow_job = await held.enqueue()
+    async with queue.worker(queues=["held"], hold_transaction=True):
+        await started.wait()  # its row is locked until the batch commits
+        slow = asyncio.ensure_future(slow_job.wait(timeout=30))
+        await asyncio.sleep(0.1)
+        fast_job = await quick.enqueue()
+        begun = time.monotonic()
+        async with queue.worker(queues=["quick"]):
+            assert (await fast_job.wait(timeout=30)).result == "quick"
+        assert time.monotonic() - begun < 1.2  # not behind the locked row
+        assert not slow.done()
+        assert (await slow).result == "held"
