@@ -46,7 +46,11 @@ class EmbeddedServerError(Error):
 class LeaseLost(Error):
     """This run of the job no longer holds its lease (it expired and the job was rescued,
     maybe claimed by another worker): `ctx.transaction()` rolled back instead of
-    committing, and a worker that cannot renew its leases cancels the handler."""
+    committing, and a worker that cannot renew its leases cancels the handler.
+
+    >>> async with ctx.transaction() as conn: ...  # LeaseLost: nothing was committed
+    >>> "LeaseLost" in (await queue.get_job(job_id)).last_error  # a fenced run's error
+    """
 
 
 class Snooze(Error):

@@ -134,9 +134,9 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
 
 
 def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None = None) -> Job:
-    """A Job from a row of sql/get_job.sql (payload, result, checkpoint and history as JSON
-    text); `owner` is the queue its wait() waits on."""
-    checkpoint, history = row["checkpoint"], row["history"]
+    """A Job from a row of sql/get_job.sql (payload, result and metadata as JSON text);
+    `owner` is the queue its wait() waits on."""
+    metadata = {} if row["metadata"] is None else json.loads(row["metadata"])
     job = build_job(
         id=row["id"],
         queue=row["queue"],
@@ -153,17 +153,17 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | 
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
-        progress=row["progress"],
-        checkpoint=None if checkpoint is None else json.loads(checkpoint),
-        history=() if history is None else history_from_json(history),
+        progress=metadata.get("progress"),
+        checkpoint=metadata.get("checkpoint"),
+        history=history_of(metadata.get("history") or ()),
     )
     if owner is not None:
         job.__dict__["_owner"] = owner
     return job
 
 
-def history_from_json(text: str) -> tuple[JobEvent, ...]:
-    """The `history` column (see sql/migrations/0015_handlers.sql) as JobEvents."""
+def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
+    """The history in a job's metadata (see sql/migrations/0015_handlers.sql) as JobEvents."""
     return tuple(
         JobEvent(
             event=str(entry["event"]),
@@ -174,7 +174,7 @@ def history_from_json(text: str) -> tuple[JobEvent, ...]:
             reason=entry.get("reason"),
             over_limit=bool(entry.get("over_limit", False)),
         )
-        for entry in json.loads(text)
+        for entry in entries
     )
 
 

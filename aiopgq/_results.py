@@ -71,6 +71,7 @@ class Results(QueueCore):
         after `timeout` seconds. Every waiter of this queue shares one LISTEN connection.
 
         >>> job = await queue.wait_for_job(job_id, timeout=30)
+        >>> job.status, job.result, job.finished_at
         """
         self.pool  # noqa: B018 - raises QueueNotOpen when closed
         if self._waiters is None:

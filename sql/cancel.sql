@@ -7,7 +7,7 @@ WITH cancelled AS (
     UPDATE {{schema}}.jobs
     SET status = 'cancelled', finished_at = now()
     WHERE id = $1 AND status = 'pending'
-    RETURNING id, CASE WHEN waited THEN pg_notify({{done_channel}}, id::text) END
+    RETURNING id, CASE WHEN metadata ? 'waited' THEN pg_notify({{done_channel}}, id::text) END
 )
 SELECT EXISTS (SELECT FROM cancelled)
 FROM {{schema}}.jobs

@@ -5,9 +5,9 @@
 -- $6 states as JSON text (NULL keeps the saved one). Returns the ids, as heartbeat.sql.
 UPDATE {{schema}}.jobs j
 SET heartbeat_at = now(),
-    progress = CASE WHEN p.attempt = j.attempts THEN p.progress ELSE j.progress END,
-    checkpoint = CASE WHEN p.attempt = j.attempts THEN coalesce(p.state::jsonb, j.checkpoint)
-                      ELSE j.checkpoint END
+    metadata = CASE WHEN p.attempt = j.attempts
+                    THEN {{schema}}.with_progress(j.metadata, p.progress, p.state::jsonb)
+                    ELSE j.metadata END
 FROM unnest($1::bigint[]) AS h(id)
 LEFT JOIN unnest($3::bigint[], $4::int[], $5::float8[], $6::text[])
     AS p(id, attempt, progress, state) ON p.id = h.id

@@ -22,4 +22,4 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.queue, j.task, j.status::text, j.last_error,
-    CASE WHEN j.waited AND j.status = 'failed' THEN pg_notify({{done_channel}}, j.id::text) END;
+    CASE WHEN j.metadata ? 'waited' AND j.status = 'failed' THEN pg_notify({{done_channel}}, j.id::text) END;

@@ -3,7 +3,7 @@
 SELECT queue, status::text, count(*) AS jobs,
        extract(epoch FROM now() - min(run_at) FILTER (
            WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age,
-       avg(progress) FILTER (WHERE status = 'running') AS progress
+       avg((metadata->>'progress')::float8) FILTER (WHERE status = 'running') AS progress
 FROM {{schema}}.jobs
 GROUP BY queue, status
 ORDER BY queue, status;

@@ -2,7 +2,7 @@
 -- enqueued since ($2 the highest id before), as sql/get_job.sql reads one.
 SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts, run_at,
        locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at,
-       progress, checkpoint::text, history::text
+       metadata::text
 FROM {{schema}}.jobs
 WHERE id = ANY($1::bigint[]) OR id > $2
 ORDER BY id;

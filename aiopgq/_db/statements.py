@@ -121,9 +121,10 @@ class Statements:
         a JobContext; the others run the statement without it)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
         if checkpoint:
+            checkpoint_column = ", (j.metadata->'checkpoint')::text;"
             tail = "date_part('epoch', j.created_at);"
             assert statement.rstrip().endswith(tail)  # both dequeue files end this way
-            statement = statement.rstrip()[: -len(tail)] + tail[:-1] + ", j.checkpoint::text;"
+            statement = statement.rstrip()[: -len(tail)] + tail[:-1] + checkpoint_column
         if not completing:
             return statement
         head = "WITH next AS ("

@@ -6,6 +6,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import anyio
 import pytest
 
 from aiopgq import Job, JobContext, JobStatus, Lease, Queue, current_job
@@ -80,10 +81,12 @@ async def test_context_logger_carries_the_job(
     @queue.task(name="ctx.log")
     def log(ctx: JobContext) -> None:  # a `def` handler (in a thread) gets one too
         ctx.logger.info("hello from %s", ctx.task, extra={"mine": 1})
+        anyio.from_thread.run(ctx.progress, 0.5)  # its coroutines, from the thread
 
     job = await log.enqueue()
     with caplog.at_level(logging.INFO, logger="aiopgq.job"):
         await queue.worker().run(burst=True)
+    assert (await queue.get_job(job.id)).progress == 0.5
     [record] = [r for r in caplog.records if r.name == "aiopgq.job"]
     assert record.getMessage() == "hello from ctx.log"
     assert (record.job_id, record.task, record.queue, record.attempt, record.mine) == (  # type: ignore[attr-defined]

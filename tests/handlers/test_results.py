@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 
 import asyncpg
@@ -196,3 +197,11 @@ async def test_a_job_locked_by_a_held_batch_does_not_hold_up_other_waiters(
         assert time.monotonic() - begun < 1.2  # not behind the locked row
         assert not slow.done()
         assert (await slow).result == "held"
+
+
+async def test_a_pickled_job_leaves_its_queue_behind(queue: Queue) -> None:
+    job = await queue.enqueue("r.pickled", {"n": 1}, delay=3600)
+    copied = pickle.loads(pickle.dumps(job))
+    assert copied == job
+    with pytest.raises(RuntimeError, match=r"use `await queue.result\(\d+\)`"):
+        await copied.wait()

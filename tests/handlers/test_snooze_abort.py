@@ -33,7 +33,10 @@ async def test_snooze_puts_the_job_back_without_counting_an_attempt(
     ]
     assert done.last_error is None
     assert (
-        await conn.fetchval(f'SELECT snoozes FROM "{queue.schema}".jobs WHERE id = $1', job.id) == 2
+        await conn.fetchval(
+            f"SELECT metadata->'snoozes' FROM \"{queue.schema}\".jobs WHERE id = $1", job.id
+        )
+        == "2"
     )
 
 
