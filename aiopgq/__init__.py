@@ -20,17 +20,21 @@ from ._errors import (
     TaskNotFound,
 )
 from ._job import Job, JobEvent, JobStatus, current_job
+from ._observer import Observer
 from ._queue import Queue
 from ._results import JobCancelled, JobFailed
 from ._retry import Retry
 from ._sync import SyncQueue
 from ._task import Task
+from ._unique import DuplicateJob
+from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
     "Abort",
     "ConfigurationError",
     "Connection",
+    "DuplicateJob",
     "EmbeddedServerError",
     "Error",
     "Job",
@@ -42,6 +46,7 @@ __all__ = [
     "JobStatus",
     "Lease",
     "LeaseLost",
+    "Observer",
     "Queue",
     "QueueNotOpen",
     "Retry",
@@ -54,7 +59,6 @@ __all__ = [
     "current_job",
 ]
 
-__version__ = "0.1.0"
 
 # Reprs and docs say aiopgq.Queue, not the private module that defines it.
 for _name in __all__:

@@ -77,11 +77,9 @@ class JobContext:
         services: ContextServices,
         *,
         checkpoint_text: str | None = None,
-        tick: datetime | None = None,
     ) -> None:
         self.job = job
         self.lease = Lease(job.id, job.attempts, services.worker_id)
-        self.tick = tick  # the schedule time of a periodic job (None for other jobs)
         self._services = services
         self._checkpoint_text = checkpoint_text
         self._checkpoint: Any = None
@@ -126,6 +124,13 @@ class JobContext:
     def scheduled_at(self) -> datetime:
         """When the job was due (its run_at: a retry's or a snooze's time, or enqueue's)."""
         return self.job.run_at
+
+    @property
+    def tick(self) -> datetime | None:
+        """A periodic job's schedule time (in the schedule's time zone), None for other jobs
+        (as current_job().tick; set when the periodic task's handler is called, so a
+        middleware sees it after call_next())."""
+        return self.job.tick
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:

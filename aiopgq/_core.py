@@ -6,16 +6,21 @@ so that Queue itself stays the lifecycle and the task registry.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, cast
 
 import asyncpg
 
 from ._db.connection import Connection
 from ._db.statements import Statements
-from ._errors import QueueNotOpen
-from ._task import Task
+from ._errors import ConfigurationError, QueueNotOpen
+from ._observer import Observer
+from ._retry import Retry
+from ._task import Enqueuer, Task
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class QueueCore:
@@ -25,6 +30,8 @@ class QueueCore:
     dsn: str | None
     _pool: asyncpg.Pool | None
     _connect_kwargs: dict[str, Any]
+    _observers: list[Observer]
+    _observer: Observer | None  # all of _observers as one, None when there are none
 
     @property
     def is_open(self) -> bool:
@@ -54,6 +61,36 @@ class QueueCore:
         args = getattr(pool, "_connect_args", ())
         kwargs = dict(getattr(pool, "_connect_kwargs", {}))
         return (args[0] if args else None), kwargs
+
+    def _register_task(
+        self,
+        func: Callable[P, R],
+        *,
+        name: str | None,
+        queue: str,
+        max_attempts: int,
+        priority: int,
+        timeout: float | None,
+        retry: Retry | None,
+        max_snoozes: int = 100,
+    ) -> Task[P, R]:
+        """Make `func` a task of this queue (`@queue.task` and `@queue.periodic`)."""
+        task_name = name or f"{func.__module__}.{func.__qualname__}"
+        if task_name in self.tasks:
+            raise ConfigurationError(f"a task named {task_name!r} is already registered")
+        task: Task[P, R] = Task(
+            cast(Enqueuer, self),  # the Queue these mixins make up
+            func,
+            name=task_name,
+            queue_name=queue,
+            max_attempts=max_attempts,
+            priority=priority,
+            timeout=timeout,
+            retry=retry or Retry(),
+            max_snoozes=max_snoozes,
+        )
+        self.tasks[task_name] = task
+        return task
 
     @asynccontextmanager
     async def _connection(self, connection: Connection | None) -> AsyncIterator[Connection]:

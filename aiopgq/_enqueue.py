@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import asyncpg
 
@@ -15,6 +15,10 @@ from ._job import Job, JobWaiter, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+
+# What an enqueue with an idempotency key does when a job holds the key (aiopgq/_unique.py).
+OnConflict = Literal["ignore", "replace", "raise"]
+ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 
 
 class TaskDefaults(Protocol):
@@ -111,35 +115,38 @@ async def insert_job(
     task: str,
     payload_text: str,
     opts: Options,
-    idempotency_key: str | None,
+    trace: str | None = None,
 ) -> asyncpg.Record:
-    """Insert one job; its row (id, run_at, created_at), or the live job holding the key."""
-    args = (
+    """Insert one job without an idempotency key; its row (id, run_at, created_at).
+    `trace`: the trace context to store (JSON text; tracing only)."""
+    args: tuple[Any, ...] = (
         task,
         payload_text,
         opts.queue,
         opts.priority,
         opts.run_at,
         opts.max_attempts,
-        idempotency_key,
     )
-    row: asyncpg.Record | None = await conn.fetchrow(sql.insert_job, *args)
-    if row is None:  # idempotency key already held by a live job
-        row = await conn.fetchrow(sql.find_by_idempotency_key, idempotency_key)
-        if row is None:  # finished between the two statements: enqueue afresh
-            row = await conn.fetchrow(sql.insert_job, *args)
+    statement = sql.insert_job
+    if trace is not None:
+        statement, args = sql.insert_job_traced, (*args, trace)
+    row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
     assert row is not None
     return row
 
 
 async def insert_batch(
-    conn: Connection, sql: Statements, batch: Batch, owner: JobWaiter | None = None
+    conn: Connection,
+    sql: Statements,
+    batch: Batch,
+    trace: str | None = None,
+    owner: JobWaiter | None = None,
 ) -> list[Job]:
-    """Insert every job of the batch in one statement (one JSON array parsed once); the
-    Jobs' wait() waits on `owner`."""
+    """Insert every job of the batch in one statement (one JSON array parsed once);
+    `trace`: the trace context to store with each (JSON text; tracing only); the Jobs'
+    wait() waits on `owner`."""
     opts = batch.options
-    row = await conn.fetchrow(
-        sql.insert_jobs,
+    args: tuple[Any, ...] = (
         batch.task,
         batch.as_array(),
         opts.queue,
@@ -147,6 +154,10 @@ async def insert_batch(
         opts.run_at,
         opts.max_attempts,
     )
+    if trace is None:
+        row = await conn.fetchrow(sql.insert_jobs, *args)
+    else:
+        row = await conn.fetchrow(sql.insert_jobs_traced, *args, trace)
     assert row is not None  # an aggregate: always one row
     ids, created_at = row
     return build_jobs(
@@ -162,14 +173,18 @@ async def insert_batch(
     )
 
 
-async def copy_batch(conn: Connection, schema: str, batch: Batch) -> int:
-    """COPY the batch into the jobs table (no JSON parsing on the server); the count."""
+async def copy_batch(conn: Connection, schema: str, batch: Batch, trace: str | None = None) -> int:
+    """COPY the batch into the jobs table (no JSON parsing on the server); the count.
+    `trace`: the trace context to store with each (JSON text; tracing only)."""
     opts = batch.options
     columns = ["task", "payload", "queue", "priority", "max_attempts"]
     common: tuple[Any, ...] = (opts.queue, opts.priority, opts.max_attempts)
     if opts.run_at is not None:
         columns.append("run_at")
         common += (opts.run_at,)
+    if trace is not None:
+        columns.append("trace_context")
+        common += (trace,)
     texts = batch.each()
     task = batch.task
     # No wake_once() first: its transaction and round trips cost more than the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ._core import QueueCore
@@ -9,6 +10,8 @@ from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._errors import JobNotFound
 from ._job import Job, job_from_record
+
+logger = logging.getLogger("aiopgq.queue")
 
 
 class Inspection(QueueCore):
@@ -36,10 +39,15 @@ class Inspection(QueueCore):
         """
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                cancelled: bool | None = await conn.fetchval(self.sql.cancel, job_id)
-        if cancelled is None:
+                row = await conn.fetchrow(self.sql.cancel, job_id)
+        if row is None:
             raise self._not_found(job_id)
-        return cancelled
+        if row["cancelled"] and self._observer is not None:
+            try:
+                self._observer.cancelled(job_id, row["task"], row["queue"])
+            except Exception:
+                logger.exception("an observer failed on the cancel of job %s", job_id)
+        return bool(row["cancelled"])
 
     def _not_found(self, job_id: int) -> JobNotFound:
         return JobNotFound(

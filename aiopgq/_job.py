@@ -69,6 +69,7 @@ class Job:
     locked_by: str | None = None
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
+    tick: datetime | None = None  # a periodic job's schedule time
     progress: float | None = None
     checkpoint: Any = None
     history: tuple[JobEvent, ...] = ()
@@ -135,8 +136,10 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
 
 def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None = None) -> Job:
     """A Job from a row of sql/get_job.sql (payload, result and metadata as JSON text);
-    `owner` is the queue its wait() waits on."""
-    metadata = {} if row["metadata"] is None else json.loads(row["metadata"])
+    `owner` is the queue its wait() waits on. A row without metadata (enqueue_unique.sql:
+    a producer may not read that column) makes a Job without progress or history."""
+    text = row.get("metadata")
+    metadata = {} if text is None else json.loads(text)
     job = build_job(
         id=row["id"],
         queue=row["queue"],
@@ -153,6 +156,7 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | 
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        tick=row["tick"],
         progress=metadata.get("progress"),
         checkpoint=metadata.get("checkpoint"),
         history=history_of(metadata.get("history") or ()),

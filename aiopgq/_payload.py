@@ -10,7 +10,9 @@ from typing import Any
 
 # Enqueue options share the call with the task's own arguments, so a task
 # cannot have a parameter of these names.
-ENQUEUE_OPTIONS = frozenset({"run_at", "delay", "priority", "connection", "idempotency_key"})
+ENQUEUE_OPTIONS = frozenset(
+    {"run_at", "delay", "priority", "connection", "idempotency_key", "on_conflict", "unique_for"}
+)
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A NUL character encoded by JSON: \u0000 not preceded by an escaping backslash.

@@ -1,37 +1,26 @@
-"""Queue: pool lifecycle, task registry, enqueue, inspection, and its workers."""
+"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, ...)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
 from ._db import migrations
-from ._db.connection import Connection
 from ._db.dsn import check_dsn, redact, resolve_dsn
-from ._db.migrations import missing_schema_as_error
 from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
-from ._enqueue import (
-    Batch,
-    TaskDefaults,
-    copy_batch,
-    insert_batch,
-    insert_job,
-    make_batch,
-    resolve_options,
-)
+from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
-from ._hooks import Hooks
 from ._inspection import Inspection
-from ._job import Job, build_job
-from ._payload import encode_payload
-from ._registry import RegistryCache, RegistryLookup
-from ._results import Results
+from ._instrumented import Instrumented
+from ._observer import Observer, combine
+from ._periodic import Periodic
+from ._registry import RegistryCache
 from ._retry import Retry
+from ._schedule import Schedule
 from ._task import Task
 from ._worker.worker import Worker
 
@@ -39,7 +28,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, RegistryLookup, Results, Hooks):
+class Queue(Inspection, Instrumented, Periodic, Enqueuing):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
@@ -60,6 +49,7 @@ class Queue(Inspection, RegistryLookup, Results, Hooks):
         max_pool_size: int = 10,
         max_payload_bytes: int = 1_000_000,
         connect_kwargs: Mapping[str, Any] | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.schema = validate_identifier(schema)
         self.dsn = check_dsn(dsn) if dsn else None
@@ -74,11 +64,14 @@ class Queue(Inspection, RegistryLookup, Results, Hooks):
         self.sql = Statements(schema)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._registry = RegistryCache()
+        self.schedules: dict[str, Schedule] = {}  # of the periodic tasks, by task name
         self.max_payload_bytes = max_payload_bytes
         self._pool = pool
         self._owns_pool = pool is None
         self._pool_sizes = (min_pool_size, max_pool_size)
         self._connect_kwargs = dict(connect_kwargs or {})
+        self._observers = list(observers)
+        self._observer = combine(self._observers)
 
     def __repr__(self) -> str:
         where = redact(self.dsn) if self.dsn else "external pool"
@@ -208,156 +201,18 @@ class Queue(Inspection, RegistryLookup, Results, Hooks):
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{func.__module__}.{func.__qualname__}"
-            if task_name in self.tasks:
-                raise ConfigurationError(f"a task named {task_name!r} is already registered")
-            task: Task[P, R] = Task(
-                self,
+            return self._register_task(
                 func,
-                name=task_name,
-                queue_name=queue,
+                name=name,
+                queue=queue,
                 max_attempts=max_attempts,
                 priority=priority,
                 timeout=timeout,
-                retry=retry or Retry(),
+                retry=retry,
                 max_snoozes=max_snoozes,
             )
-            self.tasks[task_name] = task
-            return task
 
         return register(fn) if fn is not None else register
-
-    # -- enqueue ---------------------------------------------------------------
-
-    async def enqueue(
-        self,
-        task: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_key: str | None = None,
-    ) -> Job:
-        """Enqueue a job by task name. Defaults and argument checks come from the task if
-        registered here, else from the registry workers keep (TaskNotFound for a name
-        no worker registered, while some registered others), else queue "default".
-
-        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
-        """
-        known = self.tasks.get(task)
-        defaults: TaskDefaults | None = known
-        if known is not None:
-            if payload is not None:
-                payload = known.bind((), payload)  # same checks as known.enqueue()
-        else:  # not registered here: the registry's declaration, if any
-            defaults = await self._declared(task, connection)
-            if defaults is not None:
-                defaults.check_keywords(payload or {})
-        arguments = dict(payload or {})
-        text = encode_payload(arguments, task, self.max_payload_bytes)
-        opts = resolve_options(
-            defaults,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-        )
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                row = await insert_job(conn, self.sql, task, text, opts, idempotency_key)
-        job = build_job(
-            id=row[0],
-            task=task,
-            queue=opts.queue,
-            payload=arguments,
-            priority=opts.priority,
-            run_at=row[1],
-            created_at=row[2],
-            max_attempts=opts.max_attempts,
-            _owner=self,  # Job.wait() waits here
-        )
-        if self._enqueue_hooks:
-            await self._enqueued([job])
-        return job
-
-    async def enqueue_many(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-    ) -> list[Job]:
-        """Enqueue one job per payload in a single statement (one round trip).
-
-        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
-        """
-        known = self.tasks.get(task) or await self._declared(task, connection)
-        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
-        if not batch.payloads:
-            self._check_open(connection)  # an empty batch on a closed queue fails like any
-            return []
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                jobs = await insert_batch(conn, self.sql, batch, owner=self)
-        if self._enqueue_hooks:
-            await self._enqueued(jobs)
-        return jobs
-
-    async def copy_many(
-        self,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-    ) -> int:
-        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
-
-        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
-        """
-        known = self.tasks.get(task) or await self._declared(task, connection)
-        batch = self._batch(known, task, payloads, queue, run_at, delay, priority, max_attempts)
-        if not batch.payloads:
-            self._check_open(connection)
-            return 0
-        with missing_schema_as_error(self.schema):
-            async with self._connection(connection) as conn:
-                return await copy_batch(conn, self.schema, batch)
-
-    def _batch(
-        self,
-        known: TaskDefaults | None,
-        task: str,
-        payloads: Iterable[Mapping[str, Any]],
-        queue: str | None,
-        run_at: datetime | None,
-        delay: timedelta | float | None,
-        priority: int | None,
-        max_attempts: int | None,
-    ) -> Batch:
-        opts = resolve_options(
-            known,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-        )
-        return make_batch(known, task, payloads, self.max_payload_bytes, opts)
 
     # -- workers ---------------------------------------------------------------
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._context import context_parameter
 from ._db.connection import Connection
-from ._enqueue import check_max_attempts, check_priority, check_queue_name
+from ._enqueue import OnConflict, check_max_attempts, check_priority, check_queue_name
 from ._job import Job
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
@@ -33,6 +33,8 @@ class Enqueuer(Protocol):
         max_attempts: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -46,6 +48,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -59,6 +64,9 @@ class Enqueuer(Protocol):
         priority: int | None = None,
         max_attempts: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> int: ...
 
 
@@ -123,6 +131,8 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         connection: Connection | None = None,
         idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -140,6 +150,8 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             connection=connection,
             idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )
 
     async def enqueue_many(
@@ -150,6 +162,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -164,6 +179,9 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )
 
     async def copy_many(
@@ -174,6 +192,9 @@ class Task(Generic[P, R]):
         delay: timedelta | float | None = None,
         priority: int | None = None,
         connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -188,4 +209,7 @@ class Task(Generic[P, R]):
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts,
             connection=connection,
+            idempotency_keys=idempotency_keys,
+            on_conflict=on_conflict,
+            unique_for=unique_for,
         )

@@ -1,15 +1,35 @@
 -- Delete up to $3 jobs of status $1 ('done', 'failed' or 'cancelled') that finished
 -- more than $2 seconds ago, oldest first, so the pruner never holds long locks or
--- writes a huge WAL burst. The IN list proves the partial index's predicate for a
--- generic plan too (status = $1 alone cannot); the index leads with the status.
-DELETE FROM {{schema}}.jobs
-WHERE id IN (
-    SELECT id
-    FROM {{schema}}.jobs
-    WHERE status = $1::text::{{schema}}.job_status
-      AND status IN ('done', 'failed', 'cancelled')
-      AND finished_at < now() - make_interval(secs => $2)
-    ORDER BY finished_at
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-);
+-- writes a huge WAL burst; returns how many. The IN list proves the partial index's
+-- predicate for a generic plan too (status = $1 alone cannot); the index leads with
+-- the status. A done job that still holds its idempotency key (unique_for, job_keys)
+-- stays until its window is over. The key rows and ticks of the deleted jobs go with
+-- them (a key row that an enqueue has locked is left: that enqueue repoints it).
+WITH gone AS (
+    DELETE FROM {{schema}}.jobs
+    WHERE id IN (
+        SELECT j.id
+        FROM {{schema}}.jobs j
+        WHERE j.status = $1::text::{{schema}}.job_status
+          AND j.status IN ('done', 'failed', 'cancelled')
+          AND j.finished_at < now() - make_interval(secs => $2)
+          AND NOT (j.status = 'done' AND j.idempotency_key IS NOT NULL AND EXISTS (
+              SELECT FROM {{schema}}.job_keys r
+              WHERE r.key = j.idempotency_key AND r.job_id = j.id
+                AND j.finished_at + r.unique_for > now()))
+        ORDER BY j.finished_at
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, idempotency_key
+), keys_gone AS (
+    DELETE FROM {{schema}}.job_keys
+    WHERE key IN (
+        SELECT r.key FROM {{schema}}.job_keys r JOIN gone g ON r.key = g.idempotency_key
+        WHERE r.job_id = g.id
+        FOR UPDATE OF r SKIP LOCKED
+    )
+), ticks_gone AS (
+    DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone;

@@ -11,6 +11,8 @@ import pytest
 
 from aiopgq import ConfigurationError, JobStatus, Queue
 from aiopgq._db.dsn import redact
+from aiopgq._db.migrations import migrations
+from aiopgq._db.statements import render
 
 from .helpers import eventually
 
@@ -83,6 +85,70 @@ async def test_producer_and_worker_roles_work_with_least_privilege(
 
     async with worker_queue.worker(retention=0, maintenance_interval=0.05):
         await eventually(pruned, within=10)
+
+
+async def test_keys_and_schedules_with_least_privilege(
+    dsn: str, queue: Queue, roles: tuple[str, str], conn: asyncpg.Connection
+) -> None:
+    producer_role, worker_role = roles
+    async with Queue(dsn, schema=queue.schema, connect_kwargs={"user": producer_role}) as producer:
+        mine = await producer.enqueue("keyed", {"n": 1}, idempotency_key="mine")
+        again = await producer.enqueue("keyed", {"n": 2}, idempotency_key="mine")
+        assert (again.id, again.payload) == (mine.id, {"n": 1})  # its own job, read back
+        theirs = await queue.enqueue("keyed", {"secret": 1}, idempotency_key="theirs")
+        # A job another role enqueued is not the producer's to read (nor to replace).
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="another role"):
+            await producer.enqueue("keyed", {"n": 3}, idempotency_key="theirs")
+        assert (await queue.enqueue("keyed", {}, idempotency_key="theirs")).id == theirs.id
+
+    # The worker role enqueues periodic ticks (take_ticks), though it cannot INSERT jobs.
+    worker_queue = Queue(dsn, schema=queue.schema, connect_kwargs={"user": worker_role})
+    ran: list[int] = []
+
+    @worker_queue.periodic("* * * * * *", name="least.tick")
+    async def least_tick() -> None:
+        ran.append(1)
+
+    async with worker_queue.worker(maintenance_interval=0.5):
+        await eventually(lambda: ran, within=20)
+    enqueued_by = await conn.fetchval(
+        f'SELECT enqueued_by FROM "{queue.schema}".jobs WHERE task = $1 LIMIT 1', "least.tick"
+    )
+    assert enqueued_by == worker_role
+
+
+async def test_roles_granted_before_version_10_get_its_functions(
+    dsn: str, schema: str, conn: asyncpg.Connection
+) -> None:
+    quoted = f'"{schema}"'
+    await conn.execute(
+        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for version, name in migrations():
+        if version < 10:
+            await conn.execute(render(f"migrations/{name}", schema))
+            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    suffix = uuid.uuid4().hex[:8]
+    producer, worker = f"old_producer_{suffix}", f"old_worker_{suffix}"
+    try:
+        for role, grant in ((producer, "grant_producer"), (worker, "grant_worker")):
+            await conn.execute(f'CREATE ROLE "{role}" LOGIN')
+            await conn.execute(f"SELECT {quoted}.{grant}($1)", role)
+        assert 10 in await Queue(dsn, schema=schema).migrate()
+        can = "SELECT has_function_privilege($1, $2, 'EXECUTE')"
+        unique = f"{quoted}.enqueue_unique(text, jsonb, text[], text, integer, timestamptz, "
+        unique += "integer, interval, text)"
+        assert await conn.fetchval(can, producer, unique)
+        assert not await conn.fetchval(can, worker, unique)
+        ticks = f"{quoted}.take_ticks(text, timestamptz, timestamptz, text, text, integer, "
+        ticks += "integer, timestamptz[], text[])"
+        assert await conn.fetchval(can, worker, ticks)
+        assert not await conn.fetchval(can, producer, ticks)
+    finally:
+        for role in (producer, worker):
+            await conn.execute(f'DROP OWNED BY "{role}"')
+            await conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_worker_role_cannot_enqueue(dsn: str, queue: Queue, roles: tuple[str, str]) -> None:

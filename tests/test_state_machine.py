@@ -50,9 +50,7 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
 
         @rule(max_attempts=st.integers(1, 3))
         def enqueue(self, max_attempts: int) -> None:
-            row = run(
-                conn.fetchrow(sql.insert_job, "t", "{}", "default", 0, None, max_attempts, None)
-            )
+            row = run(conn.fetchrow(sql.insert_job, "t", "{}", "default", 0, None, max_attempts))
             self.jobs[row["id"]] = ModelJob("pending", 0, max_attempts)
 
         @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 4))

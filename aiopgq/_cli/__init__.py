@@ -18,10 +18,10 @@ import asyncpg
 from .. import __version__
 from .._db.dsn import redact
 from .._errors import Error
-from . import jobs, local, worker
+from . import jobs, local, ops, schedules, top, worker
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
-COMMAND_MODULES = (jobs, worker, local)
+COMMAND_MODULES = (jobs, worker, ops, top, schedules, local)
 
 
 def _parser() -> argparse.ArgumentParser:

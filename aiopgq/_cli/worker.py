@@ -10,8 +10,9 @@ import os
 import signal
 from typing import Any
 
+from .._queue import Queue
 from .._worker.worker import Worker
-from .common import AddCommand, dsn_of, load_queue
+from .common import AddCommand, UsageError, dsn_of, load_queue
 
 logger = logging.getLogger("aiopgq.cli")
 
@@ -122,6 +123,22 @@ def register(add: AddCommand) -> None:
     )
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 9464 (the metrics "
+        "extra; default: no endpoint)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default=_WORKER_DEFAULTS["metrics_host"],
+        metavar="HOST",
+        help="address the metrics endpoint listens on (default: %(default)s)",
+    )
+    worker.add_argument(
+        "--no-periodic", action="store_true", help="do not enqueue the ticks of periodic tasks"
+    )
+    worker.add_argument(
         "--no-uvloop", action="store_true", help="plain asyncio even when uvloop is installed"
     )
     worker.set_defaults(run=run_worker, uvloop=True)
@@ -165,7 +182,14 @@ async def run_worker(args: argparse.Namespace) -> int:
             max_pool_size=args.max_pool_size,
         )
     queues = [q for q in (args.queues or "").split(",") if q] or None
-    worker = queue.worker(queues=queues, **worker_options(args))
+    if args.metrics_port is not None:
+        _count_jobs(queue)
+        metrics = {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
+    else:
+        metrics = {}
+    if args.no_periodic:
+        metrics["periodic"] = False
+    worker = queue.worker(queues=queues, **worker_options(args), **metrics)
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))
     stops = 0
@@ -186,3 +210,15 @@ async def run_worker(args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         return 130
     return 0
+
+
+def _count_jobs(queue: Queue) -> None:
+    """Give the queue a Metrics observer unless the application gave it one."""
+    try:
+        from ..metrics import Metrics
+    except ImportError:
+        raise UsageError(
+            "--metrics-port needs prometheus-client: pip install 'aiopgq[metrics]'"
+        ) from None
+    if not any(isinstance(observer, Metrics) for observer in queue.observers):
+        queue.add_observer(Metrics())

@@ -90,7 +90,7 @@ class Statements:
             "insert_job",
             "insert_jobs",
             "get_job",
-            "find_by_idempotency_key",
+            "enqueue_unique",
             "cancel",
             "status",
             "set_queue_notify",
@@ -101,6 +101,16 @@ class Statements:
             "release_awake",
             "register_tasks",
             "registered_tasks",
+            "insert_job_traced",
+            "insert_jobs_traced",
+            "worker_register",
+            "worker_deregister",
+            "expire_workers",
+            "queue_depth",
+            "schedule_register",
+            "schedule_state",
+            "take_ticks",
+            "schedule_status",
             "complete_special",
             "heartbeat_progress",
             "commit_done",
@@ -114,17 +124,26 @@ class Statements:
     dequeue_completing: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool, checkpoint: bool = False) -> str:
+    def claim(
+        self,
+        *,
+        several_queues: bool,
+        completing: bool,
+        traced: bool = False,
+        checkpoint: bool = False,
+    ) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
-        prepends the CTE that marks done the jobs riding along ($4-$6); `checkpoint`
-        returns each job's saved state as a tenth column (for workers whose handlers take
-        a JobContext; the others run the statement without it)."""
+        prepends the CTE that marks done the jobs riding along ($4-$6); `traced` returns
+        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing);
+        `checkpoint` each job's saved state (JSON text) as the last column (workers whose
+        handlers take a JobContext or have middleware)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        tail = "date_part('epoch', j.created_at);"
+        assert statement.rstrip().endswith(tail)  # both dequeue files end this way
+        if traced:
+            statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
         if checkpoint:
-            checkpoint_column = ", (j.metadata->'checkpoint')::text;"
-            tail = "date_part('epoch', j.created_at);"
-            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
-            statement = statement.rstrip()[: -len(tail)] + tail[:-1] + checkpoint_column
+            statement = statement.rstrip()[:-1] + ", (j.metadata->'checkpoint')::text;\n"
         if not completing:
             return statement
         head = "WITH next AS ("
@@ -142,7 +161,7 @@ class Statements:
     insert_job: str
     insert_jobs: str
     get_job: str
-    find_by_idempotency_key: str
+    enqueue_unique: str
     cancel: str
     status: str
     set_queue_notify: str
@@ -153,6 +172,16 @@ class Statements:
     release_awake: str
     register_tasks: str
     registered_tasks: str
+    insert_job_traced: str
+    insert_jobs_traced: str
+    worker_register: str
+    worker_deregister: str
+    expire_workers: str
+    queue_depth: str
+    schedule_register: str
+    schedule_state: str
+    take_ticks: str
+    schedule_status: str
     complete_special: str
     heartbeat_progress: str
     commit_done: str

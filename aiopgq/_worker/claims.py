@@ -34,6 +34,7 @@ class Claims:
         held_ids: Callable[[], list[int]],
         leases: Leases,
         *,
+        traced: bool = False,
         checkpoint: bool = False,
     ) -> None:
         self._pool = pool
@@ -43,11 +44,11 @@ class Claims:
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         self._leases = leases
         several = len(queues) > 1
-        # `checkpoint`: a tenth column, each job's saved state (handlers with a JobContext).
-        self._claim = sql.claim(several_queues=several, completing=False, checkpoint=checkpoint)
-        self._claim_completing = sql.claim(
-            several_queues=several, completing=True, checkpoint=checkpoint
-        )
+        # Extra columns: `traced` the trace context, `checkpoint` each job's saved state
+        # (workers whose handlers take a JobContext or have middleware).
+        extra = {"traced": traced, "checkpoint": checkpoint}
+        self._claim = sql.claim(several_queues=several, completing=False, **extra)
+        self._claim_completing = sql.claim(several_queues=several, completing=True, **extra)
         self._queues_arg: str | list[str] = list(queues) if several else queues[0]
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen

@@ -21,8 +21,9 @@ logger = logging.getLogger("aiopgq.completer")
 
 
 class Sink(Protocol):
-    """Where the dispatcher reports how each job ended: the Completer (lease mode) or a
-    batch's Outcomes (hold mode)."""
+    """Where the dispatcher reports how each job ended: the Completer (lease mode), a
+    batch's Outcomes (hold mode), or either behind an observer (observing.py) or the
+    DEBUG log (dispatcher.py)."""
 
     def done(self, job: Job, result: str | None) -> None: ...
     def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...

@@ -7,14 +7,20 @@ hands itself to the worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Literal, Protocol
 
 import asyncpg
 
 from .._context import Middleware
 from .._db.statements import Statements
+from .._job import Job
 from .._payload import KeywordCheck
 from .._retry import Retry
+
+# How a job's run ended, as an observer hears it: done; failed with attempts left;
+# failed for good; given back to pending unfinished (the worker stopped).
+Outcome = Literal["succeeded", "retried", "failed", "released"]
 
 
 class TaskSpec(Protocol):
@@ -44,6 +50,50 @@ class TaskSpec(Protocol):
     def max_snoozes(self) -> int: ...
 
 
+class JobObservation(Protocol):
+    """One job's run as an observer follows it: told once how it ended."""
+
+    def ended(self, outcome: Outcome, error: str | None) -> None: ...
+
+
+class JobObserver(Protocol):
+    """What the dispatcher calls around each job when the queue has observers
+    (aiopgq.Observer); with none, the dispatcher calls nothing."""
+
+    @property
+    def reads_trace_context(self) -> bool: ...
+    def job_started(
+        self, job: Job, trace_context: Mapping[str, str] | None
+    ) -> JobObservation | None: ...
+
+
+class ScheduleSpec(Protocol):
+    """What the scheduler needs of a periodic task's schedule (an aiopgq Schedule)."""
+
+    @property
+    def name(self) -> str: ...  # the task's name
+    @property
+    def cron(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def missed(self) -> str: ...  # latest | skip | all
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    def due(self, after: datetime, now: datetime, limit: int) -> list[datetime]:
+        """The newest `limit` ticks in (after, now], oldest first."""
+        ...
+
+    def next_after(self, moment: datetime) -> datetime: ...
+    def payload(self, tick: datetime) -> str:
+        """The JSON payload of the tick's job."""
+        ...
+
+
 class QueueSpec(Protocol):
     """What a worker needs of the queue it serves."""
 
@@ -54,7 +104,11 @@ class QueueSpec(Protocol):
     @property
     def tasks(self) -> Mapping[str, TaskSpec]: ...
     @property
+    def schedules(self) -> Mapping[str, ScheduleSpec]: ...
+    @property
     def pool(self) -> asyncpg.Pool: ...
+    @property
+    def observer(self) -> JobObserver | None: ...
     @property
     def is_open(self) -> bool: ...
     @property

@@ -19,8 +19,9 @@ from .._errors import Abort, LeaseLost, Snooze
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
 from .completer import Completer, Sink
-from .contracts import TaskSpec
+from .contracts import JobObserver, TaskSpec
 from .handlers import Handlers, progress_columns, settle_signal
+from .observing import LoggedSink, ObservedSink, decode_trace_context
 from .stops import StopRequests
 from .wakeups import Wakeups
 
@@ -40,14 +41,20 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
+# _run or _run_logged, chosen once per batch.
+_Run = Callable[..., Coroutine[Any, Any, None]]
+
+
 class Dispatcher:
     """Starts one task per job and turns its ending into an outcome.
 
     Every job that ends failed is logged at WARNING (id, task, queue, reason); with
     DEBUG on, each job's start and end too. Whether DEBUG is on is asked once per
-    batch: with it off, a job costs nothing more. With `handlers`, jobs of tasks that
-    take a JobContext, or of a queue with middleware, run through them (the claimed rows
-    then carry each job's checkpoint as a tenth column).
+    batch: with it off, a job costs nothing more. With an `observer` (metrics, tracing),
+    each job's task tells it when the job starts and how it ended; the claimed rows then
+    carry the trace context as a tenth column when `traced`. With `handlers`, jobs of
+    tasks that take a JobContext, or of a queue with middleware, run through them; the
+    claimed rows then carry each job's checkpoint as their last column.
     """
 
     def __init__(
@@ -56,11 +63,15 @@ class Dispatcher:
         completer: Completer,
         wakeups: Wakeups,
         *,
+        observer: JobObserver | None = None,
+        traced: bool = False,
         stops: StopRequests | None = None,
         handlers: Handlers | None = None,
     ) -> None:
         self._tasks = tasks
         self._completer = completer
+        self._observer = observer
+        self._traced = traced
         self._slot_freed = wakeups.progress
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
@@ -80,8 +91,8 @@ class Dispatcher:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
         run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
-        if self._handlers is not None:  # per batch: the loop below stays as it was
-            return self._start_handled(rows, target, self._handlers, run)
+        if self._observer is not None or self._handlers is not None:  # per batch: the
+            return self._start_extended(rows, target, run)  # loop below stays as it was
         if rows:
             self._idle.clear()
         started = []
@@ -100,14 +111,13 @@ class Dispatcher:
             started.append(task)
         return started
 
-    def _start_handled(
-        self,
-        rows: list[asyncpg.Record],
-        sink: Sink,
-        handlers: Handlers,
-        run: Callable[..., Coroutine[Any, Any, None]],
+    def _start_extended(
+        self, rows: list[asyncpg.Record], sink: Sink, run: _Run
     ) -> list[asyncio.Task[None]]:
-        """start(), for a worker with handlers: the rows carry the jobs' checkpoints."""
+        """start(), with an observer (each job run by _run_observed) and/or handlers (each
+        job of a task they want run through them): the rows have more columns, the trace
+        context (traced) and the checkpoint (handlers), in that order."""
+        observer, handlers, traced = self._observer, self._handlers, self._traced
         if rows:
             self._idle.clear()
         started = []
@@ -115,9 +125,18 @@ class Dispatcher:
         create_task = asyncio.get_running_loop().create_task
         for row in rows:
             job, payload = job_from_claimed_row(row[:9], instants)
+            trace = decode_trace_context(row[9]) if traced else None
+            checkpoint, handled = None, None
+            if handlers is not None:
+                checkpoint = row[-1]
+                handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
             self.running[job.id] = job
-            handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
-            job_run = run(job, payload, sink, handled, row[9])
+            if observer is None:
+                job_run = run(job, payload, sink, handled, checkpoint)
+            else:
+                job_run = self._run_observed(
+                    job, payload, sink, observer, trace, run, handled, checkpoint
+                )
             task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
             self._job_tasks[job.id] = task
             started.append(task)
@@ -144,6 +163,33 @@ class Dispatcher:
         """Why a job's task was cancelled (not at shutdown): fenced, or from inside."""
         reason = self._stops.fenced.pop(job.id, None)
         return _Cancelled() if reason is None else LeaseLost(reason)
+
+    async def _run_observed(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Sink,
+        observer: JobObserver,
+        trace: Mapping[str, str] | None,
+        run: _Run,
+        handlers: Handlers | None,
+        checkpoint: str | None,
+    ) -> None:
+        # Called inside the job's own task: what the observer sets in the context (the
+        # current span) is seen by the handler, and by no other job.
+        try:
+            observation = observer.job_started(job, trace)
+        except Exception:
+            logger.exception("an observer failed at the start of job %s", job.id)
+            observation = None
+        if observation is None:
+            await run(job, payload_text, sink, handlers, checkpoint)
+            return
+        observed = ObservedSink(sink, observation)
+        try:
+            await run(job, payload_text, observed, handlers, checkpoint)
+        finally:
+            observed.settle()
 
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
@@ -215,7 +261,7 @@ class Dispatcher:
             job.max_attempts,
             extra=extra,
         )
-        observed = _Observed(sink)
+        observed = LoggedSink(sink)
         started = time.monotonic()
         try:
             await self._run(job, payload_text, observed, handlers, checkpoint)
@@ -320,33 +366,6 @@ def _fail_now(job: Job, reason: str, sink: Sink) -> None:
 def _fields(job: Job) -> dict[str, Any]:
     """The structured fields of a job's log records."""
     return {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
-
-
-class _Observed:
-    """A sink that remembers the outcome it passed on (for the DEBUG line at a job's end)."""
-
-    def __init__(self, sink: Sink) -> None:
-        self._sink = sink
-        self.outcome = "no outcome (cancelled)"
-
-    def done(self, job: Job, result: str | None) -> None:
-        self.outcome = "done"
-        self._sink.done(job, result)
-
-    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
-        if final or job.attempts >= job.max_attempts:
-            self.outcome = "failed"
-        else:
-            self.outcome = f"failed, retry in {delay:.1f} s"
-        self._sink.error(job, delay, error, final)
-
-    def release(self, job: Job) -> None:
-        self.outcome = "released to pending (worker stopping)"
-        self._sink.release(job)
-
-    def special(self, job: Job, kind: str, **columns: Any) -> None:
-        self.outcome = {"done": "done", "snooze": "snoozed"}.get(kind, "failed, or retried")
-        self._sink.special(job, kind, **columns)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:

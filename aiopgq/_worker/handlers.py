@@ -22,11 +22,35 @@ from .._errors import Abort, Snooze
 from .._job import Job, _current_job
 from .._payload import encode_result
 from .completer import Sink
-from .contracts import TaskSpec
+from .contracts import QueueSpec, TaskSpec
 from .progress import ProgressBoard
 from .stops import StopRequests
 
 logger = logging.getLogger("aiopgq.worker")
+
+
+def make_handlers(
+    queue: QueueSpec,
+    pool: asyncpg.Pool,
+    worker_id: str,
+    stops: StopRequests,
+    progress: ProgressBoard,
+    hold_transaction: bool,
+) -> Handlers | None:
+    """Handlers for a worker of `queue`, if a task takes a JobContext or the queue has
+    middleware; else None (the dispatcher's plain path, and the claim without checkpoints)."""
+    middleware = queue.middlewares
+    if not middleware and all(t.context_parameter is None for t in queue.tasks.values()):
+        return None
+    return Handlers(
+        pool,
+        queue.sql,
+        worker_id,
+        middleware,
+        stops,
+        progress,
+        holds_transactions=hold_transaction,
+    )
 
 
 class Settling(Protocol):

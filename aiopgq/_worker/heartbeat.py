@@ -1,4 +1,5 @@
-"""Heartbeat: extends the lease of every job this worker holds, in one statement."""
+"""Heartbeat: extends the lease of every job this worker holds, in one statement,
+and tells the workers registry this worker is alive."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import Callable
 import anyio
 import asyncpg
 
+from .._context import JobContext
+from .._db.connection import Connection
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .leases import Leases
+from .presence import Presence
 from .progress import ProgressBoard
 
 logger = logging.getLogger("aiopgq.heartbeat")
@@ -25,34 +29,44 @@ async def run_heartbeat(
     interval: float,
     leases: Leases,
     progress: ProgressBoard,
+    presence: Presence,
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()`; the
-    progress handlers reported since the last beat rides along in the same statement."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()` (the
+    progress handlers reported since the last beat rides along in the same statement),
+    then the registry row (one statement more per interval, held jobs or not)."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
         ids = held_ids()
-        if not ids:
-            continue
-        reported = progress.take() if progress else []
-        sent = time.monotonic()
-        try:
-            async with pool.acquire() as conn:
-                if reported:
-                    rows = await conn.fetch(
-                        sql.heartbeat_progress,
-                        ids,
-                        worker_id,
-                        [c.job_id for c in reported],
-                        [c.attempt for c in reported],
-                        [c.progress_value for c in reported],
-                        [c.state_text for c in reported],
-                    )
-                else:
-                    rows = await conn.fetch(sql.heartbeat, ids, worker_id)
-        except Exception as exc:
-            progress.restore(reported)
-            backoff.failed(exc)  # the interval is the delay
-        else:
-            leases.renewed(sent, [row[0] for row in rows])
-            backoff.succeeded()
+        if ids:
+            reported = progress.take() if progress else []
+            sent = time.monotonic()
+            try:
+                async with pool.acquire() as conn:
+                    renewed = await _beat(conn, sql, worker_id, ids, reported)
+            except Exception as exc:
+                progress.restore(reported)
+                backoff.failed(exc)  # the interval is the delay
+            else:
+                leases.renewed(sent, renewed)
+                backoff.succeeded()
+        await presence.beat()
+
+
+async def _beat(
+    conn: Connection, sql: Statements, worker_id: str, ids: list[int], reported: list[JobContext]
+) -> list[int]:
+    """Extend the leases of `ids` (with the progress `reported`); the ids extended."""
+    if reported:
+        rows = await conn.fetch(
+            sql.heartbeat_progress,
+            ids,
+            worker_id,
+            [c.job_id for c in reported],
+            [c.attempt for c in reported],
+            [c.progress_value for c in reported],
+            [c.state_text for c in reported],
+        )
+    else:
+        rows = await conn.fetch(sql.heartbeat, ids, worker_id)
+    return [row[0] for row in rows]

@@ -69,13 +69,13 @@ async def run_fence(
     leases: Leases,
     running: Mapping[int, Job],
     fence: Callable[[int, str], None],
-    *,
     visibility_timeout: float,
-    margin: float,
+    heartbeat_interval: float,
 ) -> None:
-    """Cancel (through `fence`) every running job whose lease is `margin` from running
-    out without a renewal; forever, cancel to stop. Idle while heartbeats succeed: it
-    wakes once per `margin` and compares two numbers."""
+    """Cancel (through `fence`) every running job whose lease is fence_margin() from
+    running out without a renewal; forever, cancel to stop. Idle while heartbeats
+    succeed: it wakes once per margin and compares two numbers."""
+    margin = fence_margin(visibility_timeout, heartbeat_interval)
     limit = visibility_timeout - margin
     while True:
         now = time.monotonic()

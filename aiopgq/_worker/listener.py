@@ -11,6 +11,7 @@ import asyncpg
 
 from .._db.statements import Statements, quote_identifier
 from .._db.transient import Backoff, reconnect_delay
+from .contracts import QueueSpec
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.listener")
@@ -141,3 +142,17 @@ async def _close_quietly(conn: asyncpg.Connection) -> None:
             await conn.close()
     except Exception:
         conn.terminate()
+
+
+def listener_for(
+    queue: QueueSpec, application_name: str, queues: Collection[str], wakeups: Wakeups
+) -> Listener:
+    """The Listener of a worker of `queue`, on a connection of its own named
+    `application_name` (so it shows in pg_stat_activity)."""
+    dsn, kwargs = queue.connect_args()
+    settings = {**kwargs.pop("server_settings", {}), "application_name": application_name}
+
+    async def connect() -> asyncpg.Connection:
+        return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
+
+    return Listener(connect, queue.sql, queues, wakeups)

@@ -1,4 +1,5 @@
-"""Maintenance: rescue jobs of dead workers, prune finished rows. One leader at a time."""
+"""Maintenance: rescue jobs of dead workers, expire their registry rows, prune finished
+rows. One leader at a time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .presence import EXPIRE_AFTER_BEATS
 
 logger = logging.getLogger("aiopgq.maintenance")
 
@@ -68,6 +70,7 @@ async def maintain_once(
             rescued += len(rows)
             if len(rows) < _BATCH:
                 break
+        await _expire_workers(conn, sql)
         await _refresh_statistics(conn, sql)
         for status, seconds in retention.items():
             count = await _prune(conn, sql, status, seconds)
@@ -148,8 +151,23 @@ async def _prune_batch(
     async with _leading(conn, sql) as leader:
         if not leader:
             return None
-        result = await conn.execute(sql.prune, status, seconds, _BATCH)
-    return int(result.split()[-1])
+        deleted = await conn.fetchval(sql.prune, status, seconds, _BATCH)
+    return int(deleted)
+
+
+async def _expire_workers(conn: Connection, sql: Statements) -> None:
+    """Delete the registry rows of workers that stopped beating (see presence.py)."""
+    async with _leading(conn, sql) as leader:
+        if not leader:
+            return
+        gone = await conn.fetch(sql.expire_workers, EXPIRE_AFTER_BEATS)
+    for row in gone:
+        logger.info(
+            "worker %s expired from the registry: not seen for %d heartbeat intervals",
+            row["id"],
+            EXPIRE_AFTER_BEATS,
+            extra={"worker": row["id"]},
+        )
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

@@ -3,12 +3,16 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs (and saves their progress); fence: stops the
-handlers whose leases it could not extend; maintenance: rescues and prunes.
+heartbeat: extends leases of running jobs (saving the progress handlers reported) and
+keeps the registry row fresh; fence: stops the handlers whose leases it could not
+extend; maintenance: rescues, expires dead workers' rows, prunes; scheduler: enqueues
+the ticks of periodic tasks. With observers (metrics, tracing) the dispatcher tells
+them about each job; with a metrics port, /metrics.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -16,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import asyncpg
@@ -29,33 +33,26 @@ from .claims import Claims
 from .completer import Completer
 from .contracts import QueueSpec
 from .dispatcher import Dispatcher
-from .fetcher import Fetcher
-from .handlers import Handlers
+from .fetcher import Fetcher, FetchLoop
+from .handlers import make_handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
-from .leases import Leases, fence_margin, run_fence
-from .listener import Listener
+from .leases import Leases, run_fence
+from .listener import Listener, listener_for
 from .maintenance import run_maintenance
+from .presence import Presence
 from .progress import ProgressBoard
 from .registration import register_tasks
+from .scheduler import Scheduler
+from .settings import seconds_of
 from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 logger = logging.getLogger("aiopgq.worker")
-
-
-def _seconds(
-    value: float | timedelta | None, name: str, *, allow_none: bool = False
-) -> float | None:
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigurationError(f"{name} must be a number of seconds, not None")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 0:
-        raise ConfigurationError(f"{name} must be >= 0 seconds, got {seconds}")
-    return seconds
 
 
 class Worker:
@@ -90,7 +87,11 @@ class Worker:
         hold_transaction: bool = False,
         blocked_loop_warning: float | timedelta | None = 1.0,
         connect_timeout: float | timedelta = 30.0,
+        periodic: bool = True,
         name: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "0.0.0.0",
+        metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.queue = queue
         names = list(queues) if queues else sorted({t.queue_name for t in queue.tasks.values()})
@@ -102,40 +103,54 @@ class Worker:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
-        self.poll_interval = _seconds(poll_interval, "poll_interval") or 0.001
-        self.recheck_interval = _seconds(recheck_interval, "recheck_interval") or 0.0
+        self.poll_interval = seconds_of(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = seconds_of(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
-        self.heartbeat_interval = _seconds(heartbeat_interval, "heartbeat_interval") or 0.1
-        self.visibility_timeout = _seconds(visibility_timeout, "visibility_timeout") or 0.0
+        self.heartbeat_interval = seconds_of(heartbeat_interval, "heartbeat_interval") or 0.1
+        self.visibility_timeout = seconds_of(visibility_timeout, "visibility_timeout") or 0.0
         if self.visibility_timeout < 2 * self.heartbeat_interval:
             raise ConfigurationError(
                 f"visibility_timeout ({self.visibility_timeout} s) must be at least twice "
                 f"heartbeat_interval ({self.heartbeat_interval} s), or live jobs get rescued"
             )
-        self.grace_period = _seconds(grace_period, "grace_period") or 0.0
+        self.grace_period = seconds_of(grace_period, "grace_period") or 0.0
         if not isinstance(completion_batch_size, int) or completion_batch_size < 1:
             raise ConfigurationError("completion_batch_size must be an int >= 1")
         self.completion_batch_size = completion_batch_size
-        self.completion_interval = _seconds(completion_interval, "completion_interval") or 0.0
-        self.maintenance_interval = _seconds(maintenance_interval, "maintenance_interval") or 0.1
+        self.completion_interval = seconds_of(completion_interval, "completion_interval") or 0.0
+        self.maintenance_interval = seconds_of(maintenance_interval, "maintenance_interval") or 0.1
         # Seconds each finished status is kept (None: forever); done rows are the bulk,
         # failed and cancelled rows carry the reason someone will look for.
-        self.retention = _seconds(retention, "retention", allow_none=True)
-        self.failed_retention = _seconds(failed_retention, "failed_retention", allow_none=True)
-        self.cancelled_retention = _seconds(
+        self.retention = seconds_of(retention, "retention", allow_none=True)
+        self.failed_retention = seconds_of(failed_retention, "failed_retention", allow_none=True)
+        self.cancelled_retention = seconds_of(
             cancelled_retention, "cancelled_retention", allow_none=True
         )
         self.hold_transaction = hold_transaction
-        self.blocked_loop_warning = _seconds(
+        self.blocked_loop_warning = seconds_of(
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
-        self.connect_timeout = _seconds(connect_timeout, "connect_timeout") or 0.0
+        self.connect_timeout = seconds_of(connect_timeout, "connect_timeout") or 0.0
+        if metrics_port is not None:
+            if not isinstance(metrics_port, int) or not 0 <= metrics_port <= 65535:
+                raise ConfigurationError(
+                    f"metrics_port must be a port number, got {metrics_port!r}"
+                )
+            if importlib.util.find_spec("prometheus_client") is None:
+                raise ConfigurationError(
+                    "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
+                )
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self._metrics_registry = metrics_registry
+        self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._fetcher: _FetchLoop | None = None
+        self._fetcher: FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
         self._listener: Listener | None = None
         self._stop_requested = False
         self._background: TaskGroup | None = None
+        self.serving_metrics_port: int | None = None  # where /metrics listens, once it does
 
     def __repr__(self) -> str:
         return f"<Worker {self.id} queues={self.queues} concurrency={self.concurrency}>"
@@ -172,16 +187,35 @@ class Worker:
         try:
             await queue.check_schema()
             await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
-            await self._serve(queue.pool, burst=burst, task_status=task_status)
+            presence = Presence(
+                queue.pool,
+                queue.sql,
+                self.id,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                heartbeat_interval=self.heartbeat_interval,
+            )
+            await presence.beat()  # listed from the start, not from the first heartbeat
+            try:
+                await self._serve(queue.pool, presence, burst=burst, task_status=task_status)
+            finally:
+                await presence.leave()
         finally:
             if opened_here:
                 with anyio.CancelScope(shield=True):
                     await queue.close()
 
     async def _serve(
-        self, pool: asyncpg.Pool, *, burst: bool, task_status: TaskStatus[None]
+        self,
+        pool: asyncpg.Pool,
+        presence: Presence,
+        *,
+        burst: bool,
+        task_status: TaskStatus[None],
     ) -> None:
         sql = self.queue.sql
+        observer = self.queue.observer
+        traced = observer is not None and observer.reads_trace_context
         wakeups = Wakeups(self.queues)
         completer = Completer(
             pool,
@@ -192,29 +226,29 @@ class Worker:
             interval=self.completion_interval,
         )
         stops, leases, progress = StopRequests(), Leases(), ProgressBoard()
-        handlers = self._make_handlers(pool, stops, progress)
+        handlers = make_handlers(self.queue, pool, self.id, stops, progress, self.hold_transaction)
         dispatcher = Dispatcher(
-            self.queue.tasks, completer, wakeups, stops=stops, handlers=handlers
+            self.queue.tasks,
+            completer,
+            wakeups,
+            observer=observer,
+            traced=traced,
+            stops=stops,
+            handlers=handlers,
         )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        claims = Claims(
-            pool,
-            sql,
-            self.queues,
-            self.id,
-            completer,
-            held_ids,
-            leases,
-            checkpoint=handlers is not None,
-        )
-        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
+        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids, leases, **columns)
+        listener = None
+        if self.listen and not burst:
+            listener = listener_for(self.queue, self.listener_name, self.queues, wakeups)
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
-        fetcher: _FetchLoop
+        fetcher: FetchLoop
         if self.hold_transaction:
             fetcher = HoldingFetcher(
                 claims,
@@ -249,11 +283,20 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, leases, progress)
-            services.start_soon(run_heartbeat, *beat)
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval)
+            services.start_soon(run_heartbeat, *beat, leases, progress, presence)
             if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
-                services.start_soon(self._fence, leases, dispatcher)
+                vt, hb = self.visibility_timeout, self.heartbeat_interval
+                services.start_soon(run_fence, leases, dispatcher.running, dispatcher.fence, vt, hb)
             services.start_soon(self._maintain, pool)
+            if self.metrics_port is not None:
+                await self._start_metrics(services, pool)
+            schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
+            if self.periodic and schedules and not burst:
+                scheduler = Scheduler(
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                )
+                services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
@@ -274,7 +317,7 @@ class Worker:
         logger.info("worker %s stopped", self.id, extra={"worker": self.id})
 
     async def _fetch_until_stopped(
-        self, fetcher: _FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
+        self, fetcher: FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
     ) -> None:
         try:
             try:
@@ -285,7 +328,8 @@ class Worker:
                     await fetcher.hand_over()
             finally:
                 await claims.drop_connection()
-            await self._drain(dispatcher)
+            with anyio.move_on_after(self.grace_period):
+                await dispatcher.wait_idle()
         finally:
             # Grace period over, or cancelled from outside: give running jobs back.
             if dispatcher.running:
@@ -295,37 +339,18 @@ class Worker:
             with anyio.CancelScope(shield=True):
                 await dispatcher.cancel_all()
 
-    async def _drain(self, dispatcher: Dispatcher) -> None:
-        with anyio.move_on_after(self.grace_period):
-            await dispatcher.wait_idle()
+    async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
+        from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
 
-    def _make_handlers(
-        self, pool: asyncpg.Pool, stops: StopRequests, progress: ProgressBoard
-    ) -> Handlers | None:
-        """Handlers, if a task takes a JobContext or the queue has middleware; else None
-        (the dispatcher's plain path, and the claim without checkpoints)."""
-        middleware = self.queue.middlewares
-        tasks = self.queue.tasks.values()
-        if not middleware and all(t.context_parameter is None for t in tasks):
-            return None
-        return Handlers(
+        assert self.metrics_port is not None
+        server = MetricsServer(
             pool,
             self.queue.sql,
-            self.id,
-            middleware,
-            stops,
-            progress,
-            holds_transactions=self.hold_transaction,
+            host=self.metrics_host,
+            port=self.metrics_port,
+            registry=self._metrics_registry,
         )
-
-    async def _fence(self, leases: Leases, dispatcher: Dispatcher) -> None:
-        await run_fence(
-            leases,
-            dispatcher.running,
-            dispatcher.fence,
-            visibility_timeout=self.visibility_timeout,
-            margin=fence_margin(self.visibility_timeout, self.heartbeat_interval),
-        )
+        self.serving_metrics_port = await services.start(server.run)
 
     async def _maintain(self, pool: asyncpg.Pool) -> None:
         await run_maintenance(
@@ -343,15 +368,6 @@ class Worker:
                 if seconds is not None
             },
         )
-
-    def _make_listener(self, wakeups: Wakeups) -> Listener:
-        dsn, kwargs = self.queue.connect_args()
-        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
-
-        async def connect() -> asyncpg.Connection:
-            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
-
-        return Listener(connect, self.queue.sql, self.queues, wakeups)
 
     # -- running in the background of an asyncio service ---------------------------
 
@@ -378,11 +394,3 @@ class Worker:
         assert self._background is not None
         background, self._background = self._background, None
         return await background.__aexit__(exc_type, exc, tb)
-
-
-class _FetchLoop(Protocol):
-    """The lease-mode Fetcher or the HoldingFetcher."""
-
-    def stop(self) -> None: ...
-    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
-    async def hand_over(self) -> None: ...

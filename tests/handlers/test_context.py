@@ -11,6 +11,8 @@ import pytest
 
 from aiopgq import Job, JobContext, JobStatus, Lease, Queue, current_job
 
+from ..helpers import eventually
+
 
 async def test_a_handler_that_declares_a_context_gets_one(queue: Queue) -> None:
     seen: dict[str, Any] = {}
@@ -96,3 +98,16 @@ async def test_context_logger_carries_the_job(
         1,
         1,
     )
+
+
+async def test_a_periodic_job_has_its_tick_in_the_context(queue: Queue) -> None:
+    seen: list[tuple[datetime | None, datetime | None]] = []
+
+    @queue.periodic("* * * * * *", name="ctx.every.second")
+    async def every_second(ctx: JobContext) -> None:  # no default: the worker fills it
+        seen.append((ctx.tick, current_job().tick))
+
+    async with queue.worker(maintenance_interval=0.5):
+        await eventually(lambda: seen, within=20)
+    tick, job_tick = seen[0]
+    assert tick is not None and tick == job_tick and tick.microsecond == 0

@@ -1,0 +1,237 @@
+"""Enqueuing: Queue.enqueue, enqueue_many and copy_many, from checked options to a row.
+
+Each call takes one of three paths: plain (one statement, the hot path), observed
+(the same statement inside the observers' span, with the trace context stored), or
+keyed (idempotency keys: sql/enqueue_unique.sql via the Unique mixin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._db.connection import Connection
+from ._db.migrations import missing_schema_as_error
+from ._enqueue import (
+    Batch,
+    OnConflict,
+    TaskDefaults,
+    copy_batch,
+    insert_batch,
+    insert_job,
+    make_batch,
+    resolve_options,
+)
+from ._hooks import Hooks
+from ._job import Job, build_job
+from ._observer import observe_enqueue
+from ._payload import encode_payload
+from ._registry import RegistryLookup
+from ._results import Results
+from ._unique import Unique, uniqueness
+
+
+class Enqueuing(RegistryLookup, Unique, Hooks, Results):
+    """The Jobs it returns can be awaited (Results: job.wait()), and the enqueue hooks
+    (Hooks) see them."""
+
+    max_payload_bytes: int
+
+    async def enqueue(
+        self,
+        task: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+        idempotency_key: str | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
+    ) -> Job:
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
+        With an `idempotency_key`, a job already holding the key is returned instead
+        (README "Unique jobs" for `on_conflict` and `unique_for`).
+
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
+        """
+        known = self.tasks.get(task)
+        defaults: TaskDefaults | None = known
+        if known is not None:
+            if payload is not None:
+                payload = known.bind((), payload)  # same checks as known.enqueue()
+        else:  # not registered here: the registry's declaration, if any
+            defaults = await self._declared(task, connection)
+            if defaults is not None:
+                defaults.check_keywords(payload or {})
+        arguments = dict(payload or {})
+        text = encode_payload(arguments, task, self.max_payload_bytes)
+        opts = resolve_options(
+            defaults,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        keys = None if idempotency_key is None else [idempotency_key]
+        unique = uniqueness(keys, 1, unique_for, on_conflict)
+        if unique is not None:
+            jobs, _ = await self._enqueue_unique(
+                task, [arguments], f"[{text}]", opts, unique, connection
+            )
+            return (await self._after_enqueue(jobs, owned=False))[0]
+        with missing_schema_as_error(self.schema):
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    row = await insert_job(conn, self.sql, task, text, opts)
+            else:
+                with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
+                    async with self._connection(connection) as conn:
+                        row = await insert_job(conn, self.sql, task, text, opts, seen.trace)
+                    seen.job_ids = [row[0]]
+        job = build_job(
+            id=row[0],
+            task=task,
+            queue=opts.queue,
+            payload=arguments,
+            priority=opts.priority,
+            run_at=row[1],
+            created_at=row[2],
+            max_attempts=opts.max_attempts,
+            _owner=self,  # Job.wait() waits here (_results.py)
+        )
+        if self._enqueue_hooks:
+            await self._enqueued([job])
+        return job
+
+    async def enqueue_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
+    ) -> list[Job]:
+        """Enqueue one job per payload in a single statement (one round trip).
+
+        `idempotency_keys` has one key (or None) per payload; a payload whose key is held
+        gets the holder's Job back, in its place.
+
+        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
+        >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
+        """
+        batch = await self._checked_batch(
+            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+        )
+        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
+        if not batch.payloads:
+            self._check_open(connection)  # an empty batch on a closed queue fails like any
+            return []
+        if unique is not None:
+            jobs, _ = await self._enqueue_unique(
+                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+            )
+            return await self._after_enqueue(jobs, owned=False)
+        with missing_schema_as_error(self.schema):
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    jobs = await insert_batch(conn, self.sql, batch, owner=self)
+            else:
+                count = len(batch.payloads)
+                with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
+                    async with self._connection(connection) as conn:
+                        jobs = await insert_batch(conn, self.sql, batch, seen.trace, self)
+                    seen.job_ids = [job.id for job in jobs]
+        if self._enqueue_hooks:
+            await self._enqueued(jobs)
+        return jobs
+
+    async def copy_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        connection: Connection | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        on_conflict: OnConflict = "ignore",
+        unique_for: timedelta | float | None = None,
+    ) -> int:
+        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
+
+        With `idempotency_keys` the rows go through the keyed insert of enqueue_many
+        (COPY cannot skip a held key) and the count is of the jobs it created.
+
+        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
+        """
+        batch = await self._checked_batch(
+            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+        )
+        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
+        if not batch.payloads:
+            self._check_open(connection)
+            return 0
+        if unique is not None:
+            _, created = await self._enqueue_unique(
+                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+            )
+            return created
+        with missing_schema_as_error(self.schema):
+            if self._observer is None:
+                async with self._connection(connection) as conn:
+                    return await copy_batch(conn, self.schema, batch)
+            count = len(batch.payloads)
+            with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
+                async with self._connection(connection) as conn:
+                    return await copy_batch(conn, self.schema, batch, seen.trace)
+
+    async def _after_enqueue(self, jobs: list[Job], *, owned: bool) -> list[Job]:
+        """`jobs` made awaitable (unless they were built so) and shown to the hooks."""
+        if not owned:
+            for job in jobs:
+                job.__dict__["_owner"] = self
+        if self._enqueue_hooks:
+            await self._enqueued(jobs)
+        return jobs
+
+    async def _checked_batch(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        queue: str | None,
+        run_at: datetime | None,
+        delay: timedelta | float | None,
+        priority: int | None,
+        max_attempts: int | None,
+        connection: Connection | None,
+    ) -> Batch:
+        """The payloads checked against the task here, else the registry's declaration."""
+        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(task, connection)
+        opts = resolve_options(
+            known,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        return make_batch(known, task, payloads, self.max_payload_bytes, opts)

@@ -1,0 +1,3 @@
+"""The version of this aiopgq, in one place (the package, the workers registry)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,75 @@
+"""Presence: the worker's row in the workers registry, kept fresh by the heartbeat.
+
+One upsert when the worker starts and one per heartbeat interval whether or not it
+holds jobs (never per job); one delete when it stops cleanly. A failure here never
+stops the worker or its leases: it is logged and tried again at the next beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Sequence
+
+import anyio
+import asyncpg
+
+from .._db.statements import Statements
+from .._db.transient import Backoff
+from .._version import __version__
+
+logger = logging.getLogger("aiopgq.presence")
+
+# The maintenance leader deletes rows not seen for this many of their heartbeat intervals.
+EXPIRE_AFTER_BEATS = 3
+
+
+class Presence:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        sql: Statements,
+        worker_id: str,
+        *,
+        queues: Sequence[str],
+        concurrency: int,
+        heartbeat_interval: float,
+    ) -> None:
+        self._pool = pool
+        self._sql = sql
+        self._args = (
+            worker_id,
+            socket.gethostname(),
+            os.getpid(),
+            list(queues),
+            concurrency,
+            __version__,
+            heartbeat_interval,
+        )
+        self._backoff = Backoff(
+            logger,
+            "recording the worker in the registry",
+            consequence="will retry at the next beat",
+        )
+
+    async def beat(self) -> None:
+        """Record this worker as alive now (also its first registration)."""
+        try:
+            async with self._pool.acquire() as conn:
+                await conn.execute(self._sql.worker_register, *self._args)
+        except Exception as exc:
+            # Never fatal: a worker without its row still runs jobs (a role granted
+            # before schema version 13 may lack the table; the log says so once).
+            self._backoff.failed(exc, retry_any=True)
+        else:
+            self._backoff.succeeded()
+
+    async def leave(self) -> None:
+        """Stopping cleanly: delete our row (bounded; shielded from cancellation)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            try:
+                async with self._pool.acquire() as conn:
+                    await conn.execute(self._sql.worker_deregister, self._args[0])
+            except Exception as exc:  # it expires on its own after a few intervals
+                logger.info("could not leave the workers registry (%s); the row will expire", exc)
