@@ -24,6 +24,7 @@ from ._observer import Observer
 from ._queue import Queue
 from ._results import JobCancelled, JobFailed
 from ._retry import Retry
+from ._supervisor import WorkerProcesses, run_workers
 from ._sync import SyncQueue
 from ._task import Task
 from ._unique import DuplicateJob
@@ -56,7 +57,9 @@ __all__ = [
     "Task",
     "TaskNotFound",
     "Worker",
+    "WorkerProcesses",
     "current_job",
+    "run_workers",
 ]
 
 

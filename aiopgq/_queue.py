@@ -85,14 +85,18 @@ class Queue(Inspection, Instrumented, Periodic, Enqueuing):
         dsn: str | None = None,
         schema: str | None = None,
         max_pool_size: int | None = None,
+        connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        """Point a closed queue at another database or schema, or size its pool (the CLI's
-        --dsn, --schema and --max-pool-size); None keeps a setting.
+        """Point a closed queue at another database or schema, size its pool, or add asyncpg
+        connect arguments (the CLI's --dsn, --schema, --max-pool-size and
+        --statement-cache-size); None keeps a setting.
 
         >>> queue.reconfigure(schema="staging")
         """
         if self._pool is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
+        if connect_kwargs:
+            self._connect_kwargs.update(connect_kwargs)
         if dsn is not None:
             self.dsn = check_dsn(dsn)
             self._owns_pool = True

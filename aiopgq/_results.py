@@ -49,6 +49,10 @@ class Results(QueueCore):
     # Seconds between reads of the awaited jobs while the waiters' LISTEN connection is
     # down: the longest a waiter waits past its job's end then.
     result_poll_interval: float = 1.0
+    # Where the waiters LISTEN when the queue's database is behind pgbouncer in
+    # transaction mode (LISTEN needs a session): a direct address; else $AIOPGQ_LISTEN_DSN,
+    # else the queue's database.
+    result_listen_dsn: str | None = None
     _waiters: Waiters | None = None
 
     @property
@@ -95,6 +99,7 @@ class Results(QueueCore):
 
     async def _connect_waiters(self) -> asyncpg.Connection:
         dsn, kwargs = self.connect_args()
+        dsn = self.result_listen_dsn or os.environ.get("AIOPGQ_LISTEN_DSN") or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.waiter_name}
         return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 

@@ -1,4 +1,5 @@
-"""`aiopgq worker`: run the worker of a user's Queue until a signal stops it."""
+"""`aiopgq worker`: run the worker of a user's Queue until a signal stops it, or N of them
+as processes under a supervisor (`--processes`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import os
 import signal
 from typing import Any
 
+from .._errors import ConfigurationError
 from .._queue import Queue
+from .._supervisor import WorkerProcesses, process_count, serve, worker_args
 from .._worker.worker import Worker
 from .common import AddCommand, UsageError, dsn_of, load_queue
 
@@ -121,6 +124,26 @@ def register(add: AddCommand) -> None:
         metavar="N",
         help="connections of the queue's pool (default: the Queue's max_pool_size, 10 unless set)",
     )
+    worker.add_argument(
+        "--listen-dsn",
+        default=os.environ.get("AIOPGQ_LISTEN_DSN") or None,
+        metavar="URL",
+        help="direct database URL for the LISTEN connection when --dsn goes through pgbouncer "
+        "in transaction mode (default: $AIOPGQ_LISTEN_DSN, else the queue's database)",
+    )
+    worker.add_argument(
+        "--statement-cache-size",
+        type=int,
+        metavar="N",
+        help="asyncpg's prepared-statement cache; 0 through pgbouncer in transaction mode "
+        "before pgbouncer 1.21 or without its max_prepared_statements (default: asyncpg's, 100)",
+    )
+    worker.add_argument(
+        "--processes",
+        metavar="N",
+        help="run N worker processes ('auto': one per CPU) under a supervisor that restarts "
+        "a crashed one (default: this process only)",
+    )
     worker.add_argument("--burst", action="store_true", help="exit when no runnable job is left")
     worker.add_argument(
         "--metrics-port",
@@ -175,21 +198,23 @@ async def run_worker(args: argparse.Namespace) -> int:
     if args.dsn:  # for a module whose `Queue()` reads it at import
         os.environ["AIOPGQ_DSN"] = dsn_of(args)
     queue = load_queue(args.target)
-    if args.dsn or args.schema or args.max_pool_size:
+    if args.processes is not None:  # the module was imported once here: a typo fails once
+        return await _supervise(args)
+    if args.dsn or args.schema or args.max_pool_size or args.statement_cache_size is not None:
         queue.reconfigure(
             dsn=dsn_of(args) if args.dsn else None,
             schema=args.schema,
             max_pool_size=args.max_pool_size,
+            connect_kwargs=_connect_kwargs(args),
         )
     queues = [q for q in (args.queues or "").split(",") if q] or None
+    extra: dict[str, object] = {"listen_dsn": args.listen_dsn}
     if args.metrics_port is not None:
         _count_jobs(queue)
-        metrics = {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
-    else:
-        metrics = {}
+        extra.update(metrics_port=args.metrics_port, metrics_host=args.metrics_host)
     if args.no_periodic:
-        metrics["periodic"] = False
-    worker = queue.worker(queues=queues, **worker_options(args), **metrics)
+        extra["periodic"] = False
+    worker = queue.worker(queues=queues, **worker_options(args), **extra)
     loop = asyncio.get_running_loop()
     run = asyncio.ensure_future(worker.run(burst=args.burst))
     stops = 0
@@ -222,3 +247,35 @@ def _count_jobs(queue: Queue) -> None:
         ) from None
     if not any(isinstance(observer, Metrics) for observer in queue.observers):
         queue.add_observer(Metrics())
+
+
+def _connect_kwargs(args: argparse.Namespace) -> dict[str, int]:
+    if args.statement_cache_size is None:
+        return {}
+    return {"statement_cache_size": args.statement_cache_size}
+
+
+async def _supervise(args: argparse.Namespace) -> int:
+    try:
+        count = process_count(args.processes)
+    except ConfigurationError as exc:
+        raise UsageError(f"--processes: {exc}") from None
+    child_args = worker_args(
+        {
+            **worker_options(args),
+            "queues": args.queues,
+            "max_pool_size": args.max_pool_size,
+            "listen_dsn": args.listen_dsn,
+            "statement_cache_size": args.statement_cache_size,
+            "dsn": dsn_of(args) if args.dsn else None,
+            "schema": args.schema,
+        }
+    )
+    child_args += ["--verbose"] if args.verbose else []
+    child_args += ["--no-uvloop"] if args.no_uvloop else []
+    child_args += ["--no-periodic"] if args.no_periodic else []
+    grace = args.grace_period if args.grace_period is not None else _WORKER_DEFAULTS["grace_period"]
+    supervisor = WorkerProcesses(
+        args.target, count, args=child_args, grace_period=float(grace), burst=args.burst
+    )
+    return await serve(supervisor)

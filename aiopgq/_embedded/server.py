@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -196,14 +196,18 @@ def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
 # -- starting ------------------------------------------------------------------------------
 
 
-def start_throwaway(*, port: int | None = None) -> EmbeddedServer:
+def start_throwaway(
+    *, port: int | None = None, settings: Mapping[str, str] | None = None
+) -> EmbeddedServer:
     """Start a server on a fresh temporary data folder, removed when it stops.
 
     The folder is made where the server account can enter ($TMPDIR, else /tmp), so this
     works as root with no arguments. Tuned for tests (fsync, synchronous_commit and
-    full_page_writes off).
+    full_page_writes off). `settings` are more postgresql.conf settings, e.g.
+    ``{"max_connections": "20"}``, or ``listen_addresses`` with an ``hba_file`` to let
+    other addresses in (the server trusts 127.0.0.1 only by default).
 
-        with start_throwaway() as server: ...
+        with start_throwaway(settings={"max_connections": "20"}) as server: ...
     """
     bin_dir, account, major = _binaries()
     run_dir = make_run_dir(account)  # where the server account can enter, even as root
@@ -215,7 +219,16 @@ def start_throwaway(*, port: int | None = None) -> EmbeddedServer:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return _launch(
-        bin_dir, account, major, data_dir, run_dir, port, [], initdb=True, persistent=False
+        bin_dir,
+        account,
+        major,
+        data_dir,
+        run_dir,
+        port,
+        [],
+        initdb=True,
+        persistent=False,
+        extra_settings=settings,
     )
 
 
@@ -276,10 +289,12 @@ def _launch(
     *,
     initdb: bool,
     persistent: bool,
+    extra_settings: Mapping[str, str] | None = None,
 ) -> EmbeddedServer:
     settings = {"listen_addresses": "127.0.0.1", "unix_socket_directories": str(run_dir)}
     if not persistent:
         settings.update(_RUNTIME_SETTINGS)
+    settings.update({str(k): str(v) for k, v in (extra_settings or {}).items()})
     config = {
         "bin_dir": str(bin_dir),
         "data_dir": str(data_dir),

@@ -11,7 +11,6 @@ import asyncpg
 
 from .._db.statements import Statements, quote_identifier
 from .._db.transient import Backoff, reconnect_delay
-from .contracts import QueueSpec
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.listener")
@@ -28,6 +27,12 @@ class Listener:
     The same connection carries the worker's "awake" advisory locks (session
     locks must live on a connection that is not shared): while they are held,
     producers skip their NOTIFY (see sql/migrations/0003_notify_once.sql).
+
+    A connection that does not reach PostgreSQL directly (pgbouncer or another
+    pooler: the backend pid it reports is not the one serving its queries) takes
+    no awake locks, since in transaction pooling they would stay behind on a server
+    connection that other clients share; it warns once, naming the fix (a direct
+    `listen_dsn`, or `listen=False`).
     """
 
     def __init__(
@@ -50,6 +55,7 @@ class Listener:
         self._conn: asyncpg.Connection | None = None
         self._conn_lock = anyio.Lock()  # one query at a time on the connection
         self._awake: list[str] = []  # queues whose awake lock this session holds
+        self.pooled = False  # the connection goes through a pooler: no session locks
 
     @property
     def awake(self) -> bool:
@@ -57,7 +63,7 @@ class Listener:
 
     async def hold_awake(self) -> None:
         """Advertise that the worker is fetching, so producers may skip NOTIFY."""
-        if self._awake or self._conn is None:
+        if self._awake or self._conn is None or self.pooled:
             return
         held = await self._query(self._sql.hold_awake, list(self._queues))
         self._awake = list(held or [])
@@ -112,6 +118,7 @@ class Listener:
         conn.add_termination_listener(lambda _conn: lost.set())
         try:
             await conn.add_listener(self._channel, self._on_notify)
+            await self._check_direct(conn)
         except Exception as exc:
             logger.warning("LISTEN %s failed (%s); reconnecting", self._channel, exc)
             await anyio.sleep(reconnect_delay(1))
@@ -135,6 +142,21 @@ class Listener:
         self._conn, self._awake = None, []  # session locks die with the connection
         logger.warning("LISTEN connection lost; reconnecting")
 
+    async def _check_direct(self, conn: asyncpg.Connection) -> None:
+        """Notice a pooler between us and PostgreSQL: pgbouncer reports a backend pid
+        (the cancel key) of its own, not the pid of the server process."""
+        pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
+        if pooled and not self.pooled:
+            logger.warning(
+                "the LISTEN connection goes through a connection pooler (pgbouncer?): in "
+                "transaction pooling LISTEN does not work, and the worker polls every "
+                "poll_interval. Give the worker a direct address for it: listen_dsn=... "
+                "(CLI --listen-dsn), or listen=False (--no-listen) to poll on purpose. "
+                "Producers NOTIFY on every enqueue meanwhile (no awake locks taken).",
+                extra={"channel": self._channel},
+            )
+        self.pooled = pooled
+
 
 async def _close_quietly(conn: asyncpg.Connection) -> None:
     try:
@@ -142,17 +164,3 @@ async def _close_quietly(conn: asyncpg.Connection) -> None:
             await conn.close()
     except Exception:
         conn.terminate()
-
-
-def listener_for(
-    queue: QueueSpec, application_name: str, queues: Collection[str], wakeups: Wakeups
-) -> Listener:
-    """The Listener of a worker of `queue`, on a connection of its own named
-    `application_name` (so it shows in pg_stat_activity)."""
-    dsn, kwargs = queue.connect_args()
-    settings = {**kwargs.pop("server_settings", {}), "application_name": application_name}
-
-    async def connect() -> asyncpg.Connection:
-        return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
-
-    return Listener(connect, queue.sql, queues, wakeups)

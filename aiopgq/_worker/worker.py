@@ -12,7 +12,6 @@ them about each job; with a metrics port, /metrics.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import socket
@@ -26,8 +25,10 @@ import anyio
 import asyncpg
 from anyio.abc import TaskGroup, TaskStatus
 
+from .._db.dsn import check_dsn
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
+from . import options
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
@@ -38,13 +39,12 @@ from .handlers import make_handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
 from .leases import Leases, run_fence
-from .listener import Listener, listener_for
+from .listener import Listener
 from .maintenance import run_maintenance
 from .presence import Presence
 from .progress import ProgressBoard
 from .registration import register_tasks
 from .scheduler import Scheduler
-from .settings import seconds_of
 from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
@@ -75,6 +75,7 @@ class Worker:
         poll_interval: float | timedelta = 2.0,
         recheck_interval: float | timedelta = 0.003,
         listen: bool = True,
+        listen_dsn: str | None = None,
         heartbeat_interval: float | timedelta = 5.0,
         visibility_timeout: float | timedelta = 30.0,
         grace_period: float | timedelta = 30.0,
@@ -100,47 +101,41 @@ class Worker:
                 "the worker has no queues: pass queues=[...] or register tasks first"
             )
         self.queues = [check_queue_name(q) for q in dict.fromkeys(names)]
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        self.concurrency = concurrency
-        self.poll_interval = seconds_of(poll_interval, "poll_interval") or 0.001
-        self.recheck_interval = seconds_of(recheck_interval, "recheck_interval") or 0.0
+        self.concurrency = options.positive_int(concurrency, "concurrency")
+        self.poll_interval = options.seconds(poll_interval, "poll_interval") or 0.001
+        self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
-        self.heartbeat_interval = seconds_of(heartbeat_interval, "heartbeat_interval") or 0.1
-        self.visibility_timeout = seconds_of(visibility_timeout, "visibility_timeout") or 0.0
-        if self.visibility_timeout < 2 * self.heartbeat_interval:
-            raise ConfigurationError(
-                f"visibility_timeout ({self.visibility_timeout} s) must be at least twice "
-                f"heartbeat_interval ({self.heartbeat_interval} s), or live jobs get rescued"
-            )
-        self.grace_period = seconds_of(grace_period, "grace_period") or 0.0
-        if not isinstance(completion_batch_size, int) or completion_batch_size < 1:
-            raise ConfigurationError("completion_batch_size must be an int >= 1")
-        self.completion_batch_size = completion_batch_size
-        self.completion_interval = seconds_of(completion_interval, "completion_interval") or 0.0
-        self.maintenance_interval = seconds_of(maintenance_interval, "maintenance_interval") or 0.1
+        # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
+        # the listener then needs a direct address (see "Scaling" in the README).
+        self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
+        self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
+        self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
+        options.check_lease(self.visibility_timeout, self.heartbeat_interval)
+        self.grace_period = options.seconds(grace_period, "grace_period") or 0.0
+        self.completion_batch_size = options.positive_int(
+            completion_batch_size, "completion_batch_size"
+        )
+        self.completion_interval = (
+            options.seconds(completion_interval, "completion_interval") or 0.0
+        )
+        self.maintenance_interval = (
+            options.seconds(maintenance_interval, "maintenance_interval") or 0.1
+        )
         # Seconds each finished status is kept (None: forever); done rows are the bulk,
         # failed and cancelled rows carry the reason someone will look for.
-        self.retention = seconds_of(retention, "retention", allow_none=True)
-        self.failed_retention = seconds_of(failed_retention, "failed_retention", allow_none=True)
-        self.cancelled_retention = seconds_of(
+        self.retention = options.seconds(retention, "retention", allow_none=True)
+        self.failed_retention = options.seconds(
+            failed_retention, "failed_retention", allow_none=True
+        )
+        self.cancelled_retention = options.seconds(
             cancelled_retention, "cancelled_retention", allow_none=True
         )
         self.hold_transaction = hold_transaction
-        self.blocked_loop_warning = seconds_of(
+        self.blocked_loop_warning = options.seconds(
             blocked_loop_warning, "blocked_loop_warning", allow_none=True
         )
-        self.connect_timeout = seconds_of(connect_timeout, "connect_timeout") or 0.0
-        if metrics_port is not None:
-            if not isinstance(metrics_port, int) or not 0 <= metrics_port <= 65535:
-                raise ConfigurationError(
-                    f"metrics_port must be a port number, got {metrics_port!r}"
-                )
-            if importlib.util.find_spec("prometheus_client") is None:
-                raise ConfigurationError(
-                    "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
-                )
-        self.metrics_port = metrics_port
+        self.connect_timeout = options.seconds(connect_timeout, "connect_timeout") or 0.0
+        self.metrics_port = options.metrics_port(metrics_port)
         self.metrics_host = metrics_host
         self._metrics_registry = metrics_registry
         self.periodic = periodic  # tick the schedules of periodic tasks of our queues
@@ -242,9 +237,7 @@ class Worker:
 
         columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
         claims = Claims(pool, sql, self.queues, self.id, completer, held_ids, leases, **columns)
-        listener = None
-        if self.listen and not burst:
-            listener = listener_for(self.queue, self.listener_name, self.queues, wakeups)
+        listener = self._make_listener(wakeups) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -328,8 +321,7 @@ class Worker:
                     await fetcher.hand_over()
             finally:
                 await claims.drop_connection()
-            with anyio.move_on_after(self.grace_period):
-                await dispatcher.wait_idle()
+            await self._drain(dispatcher)
         finally:
             # Grace period over, or cancelled from outside: give running jobs back.
             if dispatcher.running:
@@ -338,6 +330,10 @@ class Worker:
                 )
             with anyio.CancelScope(shield=True):
                 await dispatcher.cancel_all()
+
+    async def _drain(self, dispatcher: Dispatcher) -> None:
+        with anyio.move_on_after(self.grace_period):
+            await dispatcher.wait_idle()
 
     async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
         from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
@@ -358,16 +354,20 @@ class Worker:
             self.queue.sql,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
-            retention={
-                status: seconds
-                for status, seconds in (
-                    ("done", self.retention),
-                    ("failed", self.failed_retention),
-                    ("cancelled", self.cancelled_retention),
-                )
-                if seconds is not None
-            },
+            retention=options.retention_by_status(
+                self.retention, self.failed_retention, self.cancelled_retention
+            ),
         )
+
+    def _make_listener(self, wakeups: Wakeups) -> Listener:
+        dsn, kwargs = self.queue.connect_args()
+        dsn = self.listen_dsn or dsn
+        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
+
+        async def connect() -> asyncpg.Connection:
+            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
+
+        return Listener(connect, self.queue.sql, self.queues, wakeups)
 
     # -- running in the background of an asyncio service ---------------------------
 

@@ -6,6 +6,8 @@ anybody else's.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from aiopgq.embedded import EmbeddedServer, start_throwaway
 
+from ..bouncer import start_pgbouncer
 from .harness import Cluster
 
 
@@ -50,15 +53,28 @@ async def cluster(
 ) -> AsyncIterator[Callable[..., Cluster]]:
     """Make a `Cluster` on a fresh database of the module's server; kills its workers after."""
     made: list[Cluster] = []
-    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:40]
+    # Unique per test and parameter (a database name has at most 63 bytes).
+    digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:6]
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:33] + "_" + digest
 
-    def make(**options: Any) -> Cluster:
+    bouncers = contextlib.ExitStack()
+
+    def make(*, via: str = "direct", **options: Any) -> Cluster:
+        """`via="pgbouncer"`: the workers connect through a pgbouncer in transaction mode."""
         database = f"{name}_{len(made)}"
         dsn = server.ensure_database(database)
+        if via == "pgbouncer":
+            bouncer = bouncers.enter_context(start_pgbouncer(dsn, tmp_path / "pgbouncer"))
+            options["bouncer_dsn"] = bouncer.dsn
         made.append(Cluster(database, dsn, tmp_path, **options))
         return made[-1]
 
-    yield make
+    with bouncers:
+        yield make
+        await _close_clusters(request, made)
+
+
+async def _close_clusters(request: pytest.FixtureRequest, made: list[Cluster]) -> None:
     for c in made:
         if request.node.stash.get(_FAILED, False):
             print(f"\n[chaos] worker logs of {c.name} (seed {c.seed}):")

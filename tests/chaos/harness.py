@@ -130,9 +130,13 @@ class Cluster:
         grace_period: float = 5.0,
         private_queues: bool = False,
         seed: int | None = None,
+        bouncer_dsn: str | None = None,
     ) -> None:
         self.name = name
         self.dsn = dsn
+        # Workers through pgbouncer (transaction mode), their listeners direct; the
+        # harness always connects directly.
+        self.bouncer_dsn = bouncer_dsn
         self.workdir = workdir
         self.size = workers
         self.concurrency = concurrency
@@ -261,8 +265,14 @@ class Cluster:
             "--grace-period",
             str(self.grace_period),
         ]
+        if self.bouncer_dsn is not None:
+            args += ["--listen-dsn", self.dsn, "--statement-cache-size", "0"]
         env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-        env.update(AIOPGQ_DSN=self.dsn, AIOPGQ_CHAOS_SCHEMA=SCHEMA, PYTHONPATH=str(ROOT))
+        env.update(
+            AIOPGQ_DSN=self.bouncer_dsn or self.dsn,
+            AIOPGQ_CHAOS_SCHEMA=SCHEMA,
+            PYTHONPATH=str(ROOT),
+        )
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
                 args,

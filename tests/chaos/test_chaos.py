@@ -47,6 +47,12 @@ RECOVERY_WINDOW = 45.0
 WAKE_LATENCY = 1.0
 
 
+# The scenarios that killed workers, killed server connections and a restarted server run
+# twice: workers connected directly, and through pgbouncer in transaction mode (listeners
+# direct, as they must be).
+VIA = pytest.mark.parametrize("via", ["direct", "pgbouncer"])
+
+
 async def throughput_before(c: Cluster) -> float:
     """Jobs/s of the fresh workers: a warm-up batch, then the best of two probes."""
     await c.wait_ready()
@@ -91,10 +97,11 @@ async def assert_single_jobs_start_fast(c: Cluster, label: str) -> list[float]:
     return latencies
 
 
-async def test_sigkill_random_workers_mid_batch(cluster: Callable[..., Cluster]) -> None:
+@VIA
+async def test_sigkill_random_workers_mid_batch(cluster: Callable[..., Cluster], via: str) -> None:
     """1. SIGKILL a random busy worker mid-batch, three times, restarting it each time; and
     a poison job that SIGKILLs whichever worker runs it: it must end failed, not loop."""
-    async with cluster(workers=WORKERS) as c:
+    async with cluster(via=via, workers=WORKERS) as c:
         await c.start()
         before = await throughput_before(c)
         load = await c.enqueue_work(LOAD_JOBS)
@@ -115,7 +122,7 @@ async def test_sigkill_random_workers_mid_batch(cluster: Callable[..., Cluster])
         kills = [d for d in c.deaths if d.cause.startswith("SIGKILLed")]
         crashes = [d for d in c.deaths if not d.cause.startswith("SIGKILLed")]
         report(
-            "sigkill",
+            f"sigkill_{via}",
             {
                 "before_jobs_s": before,
                 "after_jobs_s": after,
@@ -136,12 +143,14 @@ async def test_sigkill_random_workers_mid_batch(cluster: Callable[..., Cluster])
         assert_throughput(before, after)
 
 
+@VIA
 async def test_terminate_every_aiopgq_connection_at_once(
     cluster: Callable[..., Cluster],
+    via: str,
 ) -> None:
     """2. pg_terminate_backend of every aiopgq connection (pools and listeners) at once,
     twice under load: the same worker processes recover on their own."""
-    async with cluster(workers=WORKERS, private_queues=True) as c:
+    async with cluster(via=via, workers=WORKERS, private_queues=True) as c:
         await c.start()
         before = await throughput_before(c)
         pids = c.pids()
@@ -170,7 +179,7 @@ async def test_terminate_every_aiopgq_connection_at_once(
 
         figures = await c.check_invariants()
         report(
-            "terminate_backends",
+            f"terminate_backends_{via}",
             {
                 "before_jobs_s": before,
                 "after_jobs_s": after,
@@ -228,12 +237,13 @@ async def test_skipped_notify_wait_survives_its_connection_killed(
         await c.check_invariants()
 
 
+@VIA
 async def test_postgres_fast_restart_while_jobs_run(
-    cluster: Callable[..., Cluster], server: EmbeddedServer
+    cluster: Callable[..., Cluster], via: str, server: EmbeddedServer
 ) -> None:
     """3. Restart PostgreSQL (fast shutdown) twice under load: the same workers carry on,
     their listeners LISTEN again (a single job starts within 1 s, the poll being 30 s)."""
-    async with cluster(workers=WORKERS, private_queues=True) as c:
+    async with cluster(via=via, workers=WORKERS, private_queues=True) as c:
         await c.start()
         before = await throughput_before(c)
         pids = c.pids()
@@ -257,7 +267,7 @@ async def test_postgres_fast_restart_while_jobs_run(
 
         figures = await c.check_invariants()
         report(
-            "pg_restart",
+            f"pg_restart_{via}",
             {
                 "before_jobs_s": before,
                 "after_jobs_s": after,
