@@ -51,6 +51,7 @@ class ContextServices(Protocol):
     def holds_transactions(self) -> bool: ...
     def cancel_requested(self, job_id: int) -> bool: ...
     def progress_reported(self, context: JobContext) -> None: ...
+    def transaction_committed(self, context: JobContext) -> None: ...
 
 
 class _JobLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic in stubs only
@@ -238,6 +239,7 @@ class JobContext:
                         "was rescued): the transaction was rolled back"
                     )
             self.committed = True
+            services.transaction_committed(self)
         finally:
             self._in_transaction = False
 

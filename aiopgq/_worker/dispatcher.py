@@ -147,7 +147,7 @@ class Dispatcher:
         ends with LeaseLost as its error, if that can still be written."""
         task = self._job_tasks.get(job_id)
         fenced = self._stops.fenced
-        if task is None or job_id in fenced:
+        if task is None or job_id in fenced or job_id in self._stops.settled:
             return
         for gone in [i for i in fenced if i not in self.running]:  # ended without a word
             del fenced[gone]

@@ -99,6 +99,9 @@ class Handlers:
     def progress_reported(self, context: JobContext) -> None:
         self._progress.reported(context)
 
+    def transaction_committed(self, context: JobContext) -> None:
+        self._stops.settled.add(context.job_id)  # no lease left to fence
+
     def wants(self, task: TaskSpec | None) -> bool:
         """Whether jobs of `task` run here (else the dispatcher's plain path runs them)."""
         return task is not None and (bool(self._middleware) or task.context_parameter is not None)
@@ -152,6 +155,8 @@ class Handlers:
             context.ended = True
             if context.progress_value is not None:
                 self._progress.forget(job.id)
+            if context.committed:
+                self._stops.settled.discard(job.id)
             _current_job.reset(token)
 
     def _chain(

@@ -48,7 +48,7 @@ async def run_heartbeat(
                 progress.restore(reported)
                 backoff.failed(exc)  # the interval is the delay
             else:
-                leases.renewed(sent, renewed)
+                leases.renewed(sent, ids, renewed)
                 backoff.succeeded()
         await presence.beat()
 

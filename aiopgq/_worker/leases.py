@@ -12,6 +12,7 @@ visibility_timeout - margin is cancelled at least `margin` before any rescue.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Collection, Mapping
 
@@ -29,7 +30,10 @@ class Leases:
     def __init__(self) -> None:
         # Before any heartbeat: the worker's start, earlier than any lease it will hold.
         self.renewed_at = time.monotonic()  # when the last successful heartbeat was sent
-        self._covered: frozenset[int] = frozenset()  # the jobs it named
+        self._covered: frozenset[int] = frozenset()  # the jobs it renewed
+        # The jobs it named but did not renew: the database no longer has them running
+        # on this worker (rescued, cancelled, changed by hand): their leases are gone.
+        self._lost: frozenset[int] = frozenset()
         # (sent, returned) of the claims that returned after it was sent, oldest first:
         # it did not name their jobs, whose leases start no sooner than the first `sent`.
         self._claims: list[tuple[float, float]] = []
@@ -40,24 +44,31 @@ class Leases:
         if len(self._claims) > 100_000:  # heartbeats keep failing: one entry for them all
             self._claims = [(self._claims[0][0], self._claims[-1][1])]
 
-    def renewed(self, sent_at: float, job_ids: Collection[int]) -> None:
-        """A heartbeat sent at `sent_at` renewed `job_ids`: every job held then, so the
-        jobs of every claim that had returned by then."""
+    def renewed(self, sent_at: float, sent: Collection[int], renewed: Collection[int]) -> None:
+        """A heartbeat sent at `sent_at` named `sent` (every job held then, so the jobs of
+        every claim that had returned by then) and renewed the leases of `renewed`."""
         if sent_at > self.renewed_at:
             self.renewed_at = sent_at
-            self._covered = frozenset(job_ids)
+            self._covered = frozenset(renewed)
+            self._lost = frozenset(sent) - self._covered
             if self._claims:
                 self._claims = [claim for claim in self._claims if claim[1] > sent_at]
 
-    def earliest_start(self) -> float:
-        """No running job's lease started before this."""
+    def earliest_start(self, running: Collection[int]) -> float:
+        """No lease of the `running` jobs started before this (-inf: one is lost)."""
+        if self._lost and not self._lost.isdisjoint(running):
+            return -math.inf
         return min(self.renewed_at, self._claims[0][0]) if self._claims else self.renewed_at
 
     def start(self, job_id: int) -> float:
-        """The job's lease start as this worker knows it (no later than the server's)."""
-        if job_id in self._covered or not self._claims:
+        """The job's lease start as this worker knows it (no later than the server's);
+        -inf when the last heartbeat found it no longer ours."""
+        if job_id in self._covered:
             return self.renewed_at
-        return self._claims[0][0]  # claimed since: by the first claim of those, or later
+        if job_id in self._lost:
+            return -math.inf
+        # Claimed after that heartbeat was sent: by the first claim since, or a later one.
+        return self._claims[0][0] if self._claims else self.renewed_at
 
 
 def fence_margin(visibility_timeout: float, heartbeat_interval: float) -> float:
@@ -79,7 +90,7 @@ async def run_fence(
     limit = visibility_timeout - margin
     while True:
         now = time.monotonic()
-        deadline = leases.earliest_start() + limit
+        deadline = leases.earliest_start(running.keys()) + limit
         if not running or now < deadline:
             await anyio.sleep(min(deadline - now, margin) if running else margin)
             continue
@@ -91,6 +102,11 @@ async def run_fence(
 
 
 def _reason(unrenewed: float, visibility_timeout: float) -> str:
+    if math.isinf(unrenewed):
+        return (
+            "lease lost: the database no longer has the job running on this worker (its "
+            "lease was rescued, or the job was cancelled or changed), so the worker stopped it"
+        )
     return (
         f"lease lost: the worker could not renew it for {unrenewed:.1f} s (visibility "
         f"timeout {visibility_timeout:g} s), so it stopped the job before another worker "

@@ -95,3 +95,54 @@ async def test_the_fenced_job_records_why(dsn: str, queue: Queue) -> None:
     row = await queue.get_job(job.id)
     assert row.attempts == 1 and row.last_error is not None
     assert LeaseLost.__name__ in row.last_error and "could not renew it" in row.last_error
+
+
+async def test_a_job_whose_lease_is_gone_is_stopped_at_the_next_heartbeat(queue: Queue) -> None:
+    """The heartbeat names every job it holds and learns which it renewed: a job the
+    database no longer has running on this worker is stopped at once, not at the end of
+    its visibility timeout."""
+    stopped: list[float] = []
+
+    @queue.task(name="f.taken")
+    async def taken() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            stopped.append(time.monotonic())
+            raise
+
+    job = await taken.enqueue()
+    async with queue.worker(heartbeat_interval=0.2, visibility_timeout=30):
+
+        async def running() -> bool:
+            return (await queue.get_job(job.id)).status is JobStatus.RUNNING
+
+        await eventually(running)
+        # Taken over by hand, as a rescue (or an operator) would.
+        await queue.pool.execute(
+            f'UPDATE "{queue.schema}".jobs SET attempts = attempts + 1, locked_by = $2 '
+            "WHERE id = $1",
+            job.id,
+            "someone-else",
+        )
+        taken_at = time.monotonic()
+        await eventually(lambda: stopped, within=10)
+    assert stopped[0] - taken_at < 5  # a heartbeat or two, not the 30 s lease
+    row = await queue.get_job(job.id)
+    assert (row.status, row.locked_by, row.attempts) == (JobStatus.RUNNING, "someone-else", 2)
+
+
+async def test_a_handler_that_committed_its_job_is_not_stopped(queue: Queue, ledger: str) -> None:
+    finished: list[bool] = []
+
+    @queue.task(name="f.after")
+    async def after(ctx: JobContext) -> None:
+        async with ctx.transaction() as conn:
+            await conn.execute(f"INSERT INTO {ledger} (job_id) VALUES ($1)", ctx.job_id)
+        await asyncio.sleep(1.0)  # several heartbeats find the job done, not running
+        finished.append(True)
+
+    job = await after.enqueue()
+    async with queue.worker(heartbeat_interval=0.1, visibility_timeout=0.4):
+        await eventually(lambda: finished, within=10)
+    assert (await queue.get_job(job.id)).status is JobStatus.DONE

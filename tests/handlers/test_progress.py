@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from aiopgq import JobContext, JobStatus, Queue, Retry, Snooze
+from aiopgq import Abort, JobContext, JobStatus, Queue, Retry, Snooze
 
 from ..helpers import eventually
 from ..worker.test_processes import cli, run_cli
@@ -87,16 +87,17 @@ async def test_progress_is_written_with_every_outcome(queue: Queue) -> None:
             raise RuntimeError("try again")
         if how == "snooze":
             raise Snooze(3600)
-        if how == "fail" and ctx.attempt == 1:
-            raise RuntimeError("again")
+        if how == "fail":
+            raise Abort("given up")
         return how
 
-    done, retry, snooze = await outcomes.enqueue_many(
-        [{"how": "done"}, {"how": "retry"}, {"how": "snooze"}]
+    done, retry, snooze, fail = await outcomes.enqueue_many(
+        [{"how": "done"}, {"how": "retry"}, {"how": "snooze"}, {"how": "fail"}]
     )
     # No heartbeat during these short runs: only the outcome can have saved the progress.
     await queue.worker(heartbeat_interval=600, visibility_timeout=1200).run(burst=True)
-    for job, status in ((done, "done"), (retry, "pending"), (snooze, "pending")):
+    outcomes_seen = ((done, "done"), (retry, "pending"), (snooze, "pending"), (fail, "failed"))
+    for job, status in outcomes_seen:
         row = await queue.get_job(job.id)
         assert row.status == status
         assert row.progress == 0.5, row
