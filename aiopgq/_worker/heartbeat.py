@@ -50,6 +50,8 @@ async def run_heartbeat(
             else:
                 leases.renewed(sent, ids, renewed)
                 backoff.succeeded()
+        else:  # nothing held: no lease to renew, and none of the claims so far matters
+            leases.renewed(time.monotonic(), (), ())
         await presence.beat()
 
 

@@ -46,7 +46,9 @@ class Leases:
 
     def renewed(self, sent_at: float, sent: Collection[int], renewed: Collection[int]) -> None:
         """A heartbeat sent at `sent_at` named `sent` (every job held then, so the jobs of
-        every claim that had returned by then) and renewed the leases of `renewed`."""
+        every claim that had returned by then) and renewed the leases of `renewed`. With
+        nothing held, the heartbeat calls it with none: the claims so far no longer matter
+        (else, after an idle minute, a new job would count from the last claim before it)."""
         if sent_at > self.renewed_at:
             self.renewed_at = sent_at
             self._covered = frozenset(renewed)

@@ -146,3 +146,25 @@ async def test_a_handler_that_committed_its_job_is_not_stopped(queue: Queue, led
     async with queue.worker(heartbeat_interval=0.1, visibility_timeout=0.4):
         await eventually(lambda: finished, within=10)
     assert (await queue.get_job(job.id)).status is JobStatus.DONE
+
+
+async def test_a_job_after_an_idle_spell_is_not_stopped(queue: Queue) -> None:
+    """A worker that was idle for longer than a lease must not count a new job's lease
+    from the last claim before the idle spell (the heartbeat, idle, forgets those claims)."""
+    outcomes: list[str] = []
+
+    @queue.task(name="f.idle")
+    async def idle(seconds: float) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            outcomes.append("stopped")
+            raise
+        outcomes.append("done")
+
+    async with queue.worker(heartbeat_interval=0.9, visibility_timeout=2):
+        for _ in range(4):  # the fence stops it first ~70 % of the time when it is wrong
+            await (await idle.enqueue(0)).wait(timeout=10)  # a claim, its job ended at once
+            await asyncio.sleep(2.5)  # idle for longer than a lease
+            await (await idle.enqueue(1.5)).wait(timeout=10)
+    assert "stopped" not in outcomes and outcomes.count("done") == 8
