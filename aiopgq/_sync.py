@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _STATEMENTS = (
     "insert_job",
     "insert_jobs",
-    "find_by_idempotency_key",
+    "enqueue_keyed",
     "get_job",
     "registered_tasks",
 )
@@ -124,15 +124,13 @@ class SyncQueue:
                 priority=priority,
                 max_attempts=max_attempts,
             )
-            params = _params(
-                task, text, opts.queue, opts.priority, opts.run_at, opts.max_attempts,
-                idempotency_key,
-            )  # fmt: skip
+            values = (task, text, opts.queue, opts.priority, opts.run_at, opts.max_attempts)
+            params = _params(*values)
+            if idempotency_key is not None:  # the job holding the key, as it is stored
+                keyed = self._fetchone(conn, "enqueue_keyed", _params(*values, idempotency_key))
+                assert keyed is not None
+                return self.get_job(keyed[0], connection=conn)
             row = self._fetchone(conn, "insert_job", params)
-            if row is None:  # the key is held by a live job: that job
-                row = self._fetchone(conn, "find_by_idempotency_key", _params(idempotency_key))
-                if row is None:  # it finished in between: enqueue afresh
-                    row = self._fetchone(conn, "insert_job", params)
         assert row is not None
         return build_job(
             id=row[0],

@@ -199,3 +199,16 @@ async def test_the_readme_example_runs_as_written(dsn: str, tmp_path: Path) -> N
     finally:
         await admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
         await admin.close()
+
+
+async def test_a_held_key_returns_the_stored_job_as_queue_does(queue: Queue) -> None:
+    @queue.task(name="sync.keyed")
+    async def keyed(n: int) -> None: ...
+
+    with SyncQueue.from_queue(queue) as producer:
+        first = producer.enqueue("sync.keyed", {"n": 1}, idempotency_key="k-1")
+        again = producer.enqueue("sync.keyed", {"n": 2}, idempotency_key="k-1")
+    assert again.id == first.id
+    assert again.payload == {"n": 1}  # the stored job, not the caller's arguments
+    assert (await queue.enqueue("sync.keyed", {"n": 3}, idempotency_key="k-1")).id == first.id
+    assert await count_jobs(queue) == 1

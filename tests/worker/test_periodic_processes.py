@@ -28,9 +28,11 @@ WORKER_ARGS = (
 
 
 async def ticks(conn: asyncpg.Connection, schema: str) -> list[datetime]:
+    # By job id only: a tick's job that the killed worker held is rescued and retried
+    # later, so its run_at is no longer the tick.
     rows = await conn.fetch(
         f'SELECT t.tick FROM "{schema}".periodic_ticks t JOIN "{schema}".jobs j '
-        "ON j.id = t.job_id AND j.run_at = t.tick WHERE t.name = $1 ORDER BY t.tick",
+        "ON j.id = t.job_id WHERE t.name = $1 ORDER BY t.tick",
         "every.second",
     )
     return [row["tick"] for row in rows]
