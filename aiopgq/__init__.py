@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._archive import ArchiveLayout, ArchivePartition
 from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
@@ -19,8 +20,10 @@ from ._errors import (
     Snooze,
     TaskNotFound,
 )
-from ._job import Job, JobEvent, JobStatus, current_job
+from ._job import Job, JobError, JobEvent, JobStatus, current_job
+from ._limits import QueueSettings
 from ._observer import Observer
+from ._overview import QueueStats
 from ._queue import Queue
 from ._results import JobCancelled, JobFailed
 from ._retry import Retry
@@ -33,6 +36,8 @@ from ._worker.worker import Worker
 
 __all__ = [
     "Abort",
+    "ArchiveLayout",
+    "ArchivePartition",
     "ConfigurationError",
     "Connection",
     "DuplicateJob",
@@ -41,6 +46,7 @@ __all__ = [
     "Job",
     "JobCancelled",
     "JobContext",
+    "JobError",
     "JobEvent",
     "JobFailed",
     "JobNotFound",
@@ -50,6 +56,8 @@ __all__ = [
     "Observer",
     "Queue",
     "QueueNotOpen",
+    "QueueSettings",
+    "QueueStats",
     "Retry",
     "SchemaError",
     "Snooze",

@@ -49,7 +49,7 @@ class ContextServices(Protocol):
     def worker_id(self) -> str: ...
     @property
     def holds_transactions(self) -> bool: ...
-    def cancel_requested(self, job_id: int) -> bool: ...
+    def cancel_requested(self, job: Job) -> bool: ...
     def progress_reported(self, context: JobContext) -> None: ...
     def transaction_committed(self, context: JobContext) -> None: ...
 
@@ -145,10 +145,11 @@ class JobContext:
 
     @property
     def cancelled(self) -> bool:
-        """True once the worker asked this run to stop (its lease could not be renewed, or
-        the worker is stopping past its grace period); an async handler is cancelled then
-        as well, a `def` handler in its thread should check this and return."""
-        return self._services.cancel_requested(self.job.id)
+        """True once the worker asked this run to stop: the job was cancelled
+        (`Queue.cancel`), its lease could not be renewed, or the worker is stopping past
+        its grace period. An async handler is cancelled then as well; a `def` handler in
+        its thread should check this and return."""
+        return self._services.cancel_requested(self.job)
 
     @property
     def checkpoint(self) -> Any:

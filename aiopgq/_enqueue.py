@@ -42,6 +42,7 @@ class Options:
     priority: int
     max_attempts: int
     run_at: datetime | None  # None: now, by the server's clock
+    concurrency_key: str | None = None  # the key of a queue's per-key limit
 
 
 def resolve_options(
@@ -52,6 +53,7 @@ def resolve_options(
     delay: timedelta | float | None,
     priority: int | None,
     max_attempts: int | None,
+    concurrency_key: str | None = None,
 ) -> Options:
     """Checked options; `known` is the task if it is registered in this process."""
     return Options(
@@ -59,6 +61,7 @@ def resolve_options(
         priority=check_priority(_or(priority, known.priority if known else 0)),
         max_attempts=check_max_attempts(_or(max_attempts, known.max_attempts if known else 5)),
         run_at=resolve_run_at(run_at, delay),
+        concurrency_key=None if concurrency_key is None else check_key(concurrency_key),
     )
 
 
@@ -128,7 +131,9 @@ async def insert_job(
         opts.max_attempts,
     )
     statement = sql.insert_job
-    if trace is not None:
+    if opts.concurrency_key is not None:  # its own statement: unkeyed jobs bind nothing more
+        statement, args = sql.insert_job_keyed, (*args, opts.concurrency_key, trace)
+    elif trace is not None:
         statement, args = sql.insert_job_traced, (*args, trace)
     row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
     assert row is not None
@@ -154,7 +159,9 @@ async def insert_batch(
         opts.run_at,
         opts.max_attempts,
     )
-    if trace is None:
+    if opts.concurrency_key is not None:
+        row = await conn.fetchrow(sql.insert_jobs_keyed, *args, opts.concurrency_key, trace)
+    elif trace is None:
         row = await conn.fetchrow(sql.insert_jobs, *args)
     else:
         row = await conn.fetchrow(sql.insert_jobs_traced, *args, trace)
@@ -182,6 +189,9 @@ async def copy_batch(conn: Connection, schema: str, batch: Batch, trace: str | N
     if opts.run_at is not None:
         columns.append("run_at")
         common += (opts.run_at,)
+    if opts.concurrency_key is not None:
+        columns.append("concurrency_key")
+        common += (opts.concurrency_key,)
     if trace is not None:
         columns.append("trace_context")
         common += (trace,)
@@ -234,6 +244,14 @@ def check_max_attempts(max_attempts: int) -> int:
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
     return max_attempts
+
+
+def check_key(key: str) -> str:
+    if not isinstance(key, str) or not key or len(key) > 200 or "\x00" in key:
+        raise ValueError(
+            f"concurrency_key must be a non-empty string of at most 200 characters, got {key!r}"
+        )
+    return key
 
 
 def check_queue_name(queue: str) -> str:

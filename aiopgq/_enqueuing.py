@@ -52,12 +52,14 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Enqueue a job by task name. Defaults and argument checks come from the task if
         registered here, else from the registry workers keep (TaskNotFound for a name
         no worker registered, while some registered others), else queue "default".
         With an `idempotency_key`, a job already holding the key is returned instead
-        (README "Unique jobs" for `on_conflict` and `unique_for`).
+        (README "Unique jobs" for `on_conflict` and `unique_for`). `concurrency_key`
+        is the job's key for its queue's per-key limit (`Queue.configure`).
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
@@ -80,6 +82,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         keys = None if idempotency_key is None else [idempotency_key]
         unique = uniqueness(keys, 1, unique_for, on_conflict)
@@ -126,6 +129,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
 
@@ -136,7 +140,15 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
         """
         batch = await self._checked_batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+            task,
+            payloads,
+            queue,
+            run_at,
+            delay,
+            priority,
+            max_attempts,
+            connection,
+            concurrency_key,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -175,6 +187,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
 
@@ -184,7 +197,15 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
         """
         batch = await self._checked_batch(
-            task, payloads, queue, run_at, delay, priority, max_attempts, connection
+            task,
+            payloads,
+            queue,
+            run_at,
+            delay,
+            priority,
+            max_attempts,
+            connection,
+            concurrency_key,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -223,6 +244,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         priority: int | None,
         max_attempts: int | None,
         connection: Connection | None,
+        concurrency_key: str | None,
     ) -> Batch:
         """The payloads checked against the task here, else the registry's declaration."""
         known: TaskDefaults | None = self.tasks.get(task) or await self._declared(task, connection)
@@ -233,5 +255,6 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             delay=delay,
             priority=priority,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         return make_batch(known, task, payloads, self.max_payload_bytes, opts)

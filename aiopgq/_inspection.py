@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
 from ._enqueue import check_queue_name
 from ._errors import JobNotFound
-from ._job import Job, job_from_record
-
-logger = logging.getLogger("aiopgq.queue")
+from ._job import Job, JobStatus, job_from_record
 
 
 class Inspection(QueueCore):
@@ -30,30 +27,39 @@ class Inspection(QueueCore):
         # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
         return job_from_record(row, owner=self)  # type: ignore[arg-type]
 
-    async def cancel(self, job_id: int) -> bool:
-        """Cancel a job that has not started: True if this call cancelled it, False if it is
-        running or finished (it is left alone); JobNotFound, as get_job, when no job has
-        that id.
-
-        >>> if not await queue.cancel(job.id): print("too late: it started")
-        """
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                row = await conn.fetchrow(self.sql.cancel, job_id)
-        if row is None:
-            raise self._not_found(job_id)
-        if row["cancelled"] and self._observer is not None:
-            try:
-                self._observer.cancelled(job_id, row["task"], row["queue"])
-            except Exception:
-                logger.exception("an observer failed on the cancel of job %s", job_id)
-        return bool(row["cancelled"])
-
     def _not_found(self, job_id: int) -> JobNotFound:
         return JobNotFound(
             f"no job with id {job_id} in schema {self.schema} "
             "(never enqueued there, or finished and pruned after the retention period)"
         )
+
+    async def list_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
+        before: int | None = None,
+    ) -> list[Job]:
+        """The newest jobs (highest id first) with this status, queue and task, if given;
+        with `before`, those with a lower id (the next page: pass the last id you got).
+
+        >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
+        >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
+        """
+        statuses = [s.value for s in JobStatus]
+        wanted = None if status is None else getattr(status, "value", status)
+        if wanted is not None and wanted not in statuses:
+            raise ValueError(f"status must be one of {', '.join(statuses)}, got {status!r}")
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            raise ValueError(f"before must be a job id (an int) or None, got {before!r}")
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before)
+        return [job_from_record(row, owner=self) for row in rows]  # type: ignore[arg-type]
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""

@@ -25,6 +25,20 @@ class JobStatus(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class JobError:
+    """One failed attempt in a job's history (`Job.errors`, oldest first, the last 10).
+
+    >>> for error in (await queue.get_job(job_id)).errors:
+    ...     print(error.at, error.attempt, error.worker, error.error.splitlines()[-1])
+    """
+
+    at: datetime
+    attempt: int
+    worker: str | None
+    error: str  # exception type, message and traceback (capped in length)
+
+
+@dataclass(frozen=True)
 class JobEvent:
     """A snooze or an abort in a job's history (`Job.history`, oldest first, the last 20).
 
@@ -69,6 +83,7 @@ class Job:
     locked_by: str | None = None
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
+    errors: tuple[JobError, ...] = ()
     tick: datetime | None = None  # a periodic job's schedule time
     progress: float | None = None
     checkpoint: Any = None
@@ -135,9 +150,10 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
 
 
 def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None = None) -> Job:
-    """A Job from a row of sql/get_job.sql (payload, result and metadata as JSON text);
-    `owner` is the queue its wait() waits on. A row without metadata (enqueue_unique.sql:
-    a producer may not read that column) makes a Job without progress or history."""
+    """A Job from a row of sql/get_job.sql (payload, result, errors and metadata as JSON
+    text); `owner` is the queue its wait() waits on. A row without errors or metadata
+    (enqueue_unique.sql: a producer may not read those columns) makes a Job without
+    them."""
     text = row.get("metadata")
     metadata = {} if text is None else json.loads(text)
     job = build_job(
@@ -156,6 +172,7 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | 
         result=None if row["result"] is None else json.loads(row["result"]),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        errors=errors_from_json(row.get("errors")),  # enqueue_unique's rows have none
         tick=row["tick"],
         progress=metadata.get("progress"),
         checkpoint=metadata.get("checkpoint"),
@@ -167,7 +184,7 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | 
 
 
 def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
-    """The history in a job's metadata (see sql/migrations/0015_handlers.sql) as JobEvents."""
+    """The history in a job's metadata (see sql/migrations/0019_handlers.sql) as JobEvents."""
     return tuple(
         JobEvent(
             event=str(entry["event"]),
@@ -179,6 +196,21 @@ def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
             over_limit=bool(entry.get("over_limit", False)),
         )
         for entry in entries
+    )
+
+
+def errors_from_json(text: str | None) -> tuple[JobError, ...]:
+    """The `errors` column (see sql/migrations/0011_operator_control.sql) as JobErrors."""
+    if text is None:
+        return ()
+    return tuple(
+        JobError(
+            at=datetime.fromtimestamp(float(entry["at"]), timezone.utc),
+            attempt=int(entry["attempt"]),
+            worker=entry.get("worker"),
+            error=str(entry["error"]),
+        )
+        for entry in json.loads(text)
     )
 
 

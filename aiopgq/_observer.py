@@ -51,14 +51,14 @@ class Observer:
         return None
 
     def cancelled(self, job_id: int, task: str, queue: str) -> None:
-        """queue.cancel() cancelled a pending job."""
+        """queue.cancel() cancelled a job (pending, or running: its run then ends "cancelled")."""
 
     def job_started(
         self, job: Job, trace_context: Mapping[str, str] | None
     ) -> JobObservation | None:
         """A worker is about to run `job` (called inside the job's own asyncio task);
         the returned observation's ended(outcome, error) is called once when the run
-        ends: outcome is "succeeded", "retried", "failed" or "released"."""
+        ends: outcome is "succeeded", "retried", "failed", "released" or "cancelled"."""
         return None
 
 

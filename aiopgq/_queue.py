@@ -1,4 +1,4 @@
-"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, ...)."""
+"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, limits...)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from ._archive import Archive
+from ._control import Control
 from ._db import migrations
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
 from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
-from ._inspection import Inspection
 from ._instrumented import Instrumented
+from ._limits import Limits
 from ._observer import Observer, combine
+from ._overview import Overview
 from ._periodic import Periodic
 from ._registry import RegistryCache
 from ._retry import Retry
@@ -28,7 +31,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Queue(Inspection, Instrumented, Periodic, Enqueuing):
+class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limits):
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else

@@ -35,6 +35,7 @@ class Enqueuer(Protocol):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -51,6 +52,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -67,6 +69,7 @@ class Enqueuer(Protocol):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> int: ...
 
 
@@ -133,6 +136,7 @@ class Task(Generic[P, R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -152,6 +156,7 @@ class Task(Generic[P, R]):
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )
 
     async def enqueue_many(
@@ -165,6 +170,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -182,6 +188,7 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )
 
     async def copy_many(
@@ -195,6 +202,7 @@ class Task(Generic[P, R]):
         idempotency_keys: Sequence[str | None] | None = None,
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -212,4 +220,5 @@ class Task(Generic[P, R]):
             idempotency_keys=idempotency_keys,
             on_conflict=on_conflict,
             unique_for=unique_for,
+            concurrency_key=concurrency_key,
         )

@@ -131,7 +131,16 @@ class Unique(QueueCore):
         try:
             with missing_schema_as_error(self.schema):
                 async with self._connection(connection) as conn:
-                    rows = await conn.fetch(self.sql.enqueue_unique, *args)
+                    if opts.concurrency_key is None:
+                        rows = await conn.fetch(self.sql.enqueue_unique, *args)
+                    else:  # the key set before any claim can see the jobs
+                        async with conn.transaction():
+                            rows = await conn.fetch(self.sql.enqueue_unique, *args)
+                            await conn.execute(
+                                self.sql.set_concurrency_key,
+                                [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
+                                opts.concurrency_key,
+                            )
         except asyncpg.UniqueViolationError as exc:
             holder = _holder_of(exc)
             if holder is None:

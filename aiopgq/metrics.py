@@ -37,7 +37,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 _COUNTERS = ("enqueued", "cancelled", "started", "succeeded", "retried", "failed", "released")
 _HELP = {
     "enqueued": "Jobs enqueued (counted by the process that enqueued them)",
-    "cancelled": "Pending jobs cancelled with queue.cancel() (counted by that process)",
+    "cancelled": "Jobs cancelled with queue.cancel(), pending or running (counted by that process)",
     "started": "Jobs whose run started in this worker",
     "succeeded": "Runs that returned",
     "retried": "Runs that failed with attempts left: the job runs again after its backoff",
@@ -173,6 +173,8 @@ class _Run:
         series = self._series
         if outcome == "released":  # cut short: not a run time
             series.released += 1
+            return
+        if outcome == "cancelled":  # counted as cancelled by the process that cancelled it
             return
         took = time.perf_counter() - self._start
         series.run[bisect_left(self._bounds, took)] += 1

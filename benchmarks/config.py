@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.trees import check_tree
 
-ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu")
+ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu", "limits")
 ALL_SYSTEMS = ("aiopgq", "bare", "pgqueuer", "procrastinate")
 BASELINE_SYSTEM = "aiopgq-base"  # aiopgq from the `--baseline` checkout
 AIOPGQ_SYSTEMS = ("aiopgq", BASELINE_SYSTEM)

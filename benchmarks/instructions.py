@@ -8,7 +8,9 @@ path, the backend's instructions per row with aiopgq's insert trigger enabled an
 disabled. A worker of the queue is awake throughout (its advisory lock is held),
 so single-row inserts take the trigger's usual busy path: no NOTIFY. For the
 drain, it compares aiopgq's claim of 100 jobs (with the previous 100 `done`s in the
-same statement) with the bare loop's dequeue of 100 plus its completion by id.
+same statement) with the bare loop's dequeue of 100 plus its completion by id, and
+(trees with queue limits) the limited claim of a queue whose concurrency limit does
+not bind, with 300 jobs running elsewhere for it to count.
 
     python -m benchmarks.instructions            # needs valgrind (apt install valgrind)
     PG_BIN_DIR=/usr/lib/postgresql/15/bin python -m benchmarks.instructions
@@ -192,6 +194,26 @@ async def measure_drain(
 
         return cycle
 
+    def limited_cycle() -> Statement:
+        held: list[asyncpg.Record] = []
+
+        async def cycle(conn: asyncpg.Connection) -> None:
+            ids, attempts = [r["id"] for r in held], [r["attempts"] for r in held]
+            rows = await conn.fetch(
+                queue.sql.dequeue_limited,
+                [QUEUE],
+                DRAIN_BATCH,
+                "w",
+                True,
+                ids,
+                attempts,
+                [None] * len(ids),
+            )
+            held[:] = [r for r in rows if r["id"] is not None]
+            assert len(held) == DRAIN_BATCH
+
+        return cycle
+
     def bare_cycle() -> Statement:
         async def cycle(conn: asyncpg.Connection) -> None:
             rows = await conn.fetch(bare_dequeue, QUEUE, DRAIN_BATCH, "w")
@@ -200,13 +222,24 @@ async def measure_drain(
 
         return cycle
 
+    # A queue concurrency limit that does not bind, with 300 jobs of the queue running
+    # on other workers (4 workers x 100 slots) for the limited claim to count.
+    others_running = (
+        f"INSERT INTO {SCHEMA}.queues (queue, concurrency) VALUES ('{QUEUE}', 100000); "
+        f"INSERT INTO {SCHEMA}.jobs (queue, task, status, attempts, locked_by, locked_at, "
+        f"heartbeat_at) SELECT '{QUEUE}', 'bench.noop', 'running', 1, 'other', now(), now() "
+        "FROM generate_series(1, 300)"
+    )
     systems = {
-        "aiopgq (claim 100, 100 done riding)": (f"{SCHEMA}.jobs", aiopgq_cycle),
-        "bare (dequeue 100, complete 100)": (f"{bare.SCHEMA}.jobs", bare_cycle),
+        "aiopgq (claim 100, 100 done riding)": (f"{SCHEMA}.jobs", aiopgq_cycle, ""),
+        "bare (dequeue 100, complete 100)": (f"{bare.SCHEMA}.jobs", bare_cycle, ""),
     }
+    if hasattr(queue.sql, "dequeue_limited"):  # a tree with limits
+        name = "aiopgq, queue limit not binding (same)"
+        systems[name] = (f"{SCHEMA}.jobs", limited_cycle, others_running)
     figures: dict[str, float] = {}
-    print(f"\n{'drain cycle':36s} {'per job':>8s}")
-    for name, (table, make_cycle) in systems.items():
+    print(f"\n{'drain cycle':40s} {'per job':>8s}")
+    for name, (table, make_cycle, setup) in systems.items():
         counts = []
         for cycles in (8, 28):  # fresh backend, fresh table, fresh cycle state each time
             await admin.execute(
@@ -214,10 +247,12 @@ async def measure_drain(
                 f"SELECT '{QUEUE}', 'bench.noop', jsonb_build_object('i', g) "
                 "FROM generate_series(1, 4000) g"
             )
+            if setup:
+                await admin.execute(f"DELETE FROM {SCHEMA}.queues; {setup}")
             await admin.execute(f"VACUUM ANALYZE {table}")
             counts.append(await backend_instructions(run_dir, dsn, make_cycle(), cycles))
         figures[name] = (counts[1] - counts[0]) / (20 * DRAIN_BATCH)
-        print(f"{name:36s} {figures[name]:8,.0f}")
+        print(f"{name:40s} {figures[name]:8,.0f}")
     return figures
 
 

@@ -1,17 +1,30 @@
--- Cancel a job that has not started. One row when the job exists: cancelled is true if
--- this call cancelled it (with its task and queue, for observers), false if it is
--- running or finished (left alone); no row when no job has that id. Both parts see one
--- snapshot; the UPDATE waits for a claim that holds the row and then re-checks its
--- status, so a job claimed meanwhile is left alone. A job someone awaits is announced
--- on the done channel (complete_done.sql).
-WITH cancelled AS (
-    UPDATE {{schema}}.jobs
-    SET status = 'cancelled', finished_at = now()
-    WHERE id = $1 AND status = 'pending'
-    RETURNING id, task, queue,
-        CASE WHEN metadata ? 'waited' THEN pg_notify({{done_channel}}, id::text) END
+-- Cancel a job that is pending or running. One row when the job exists: `cancelled`
+-- true if this call cancelled it (with its task and queue, for observers, and `was`, its
+-- status before), false if it had finished (left alone); no row when no job has that id.
+-- A running job is cancelled here, at once: its worker's outcome (guarded by status =
+-- 'running') can no longer change it, so it is not retried. The worker keeps running the
+-- handler until it hears of it: a NOTIFY on channel $2 with the control payload
+-- {"cancel": id} (aiopgq/_worker/control.py), or else its next heartbeat (heartbeat.sql
+-- returns the cancelled jobs it still holds). locked_by stays: it names the worker that
+-- ran the job. FOR UPDATE waits for a claim or completion that holds the row, then
+-- re-reads its status (so `was` is the status it had when cancelled). A job someone
+-- awaits is announced on the done channel (complete_done.sql).
+WITH target AS (
+    SELECT id, status AS was
+    FROM {{schema}}.jobs
+    WHERE id = $1 AND status IN ('pending', 'running')
+    FOR UPDATE
+), cancelled AS (
+    UPDATE {{schema}}.jobs j
+    SET status = 'cancelled', finished_at = now(), heartbeat_at = NULL
+    FROM target
+    WHERE j.id = target.id
+    RETURNING j.id, j.task, j.queue, target.was,
+        CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
 )
-SELECT c.id IS NOT NULL AS cancelled, c.task, c.queue
+SELECT c.id IS NOT NULL AS cancelled, c.task, c.queue, c.was::text AS was,
+       CASE WHEN c.was = 'running'
+            THEN pg_notify($2, jsonb_build_object('cancel', c.id)::text) END AS notified
 FROM {{schema}}.jobs j
 LEFT JOIN cancelled c ON true
 WHERE j.id = $1;

@@ -11,8 +11,9 @@
 -- attempt; past it, the snooze counts as a failed attempt (retried after its seconds,
 -- or failed at max_attempts), so a job that snoozes forever still ends. Every
 -- expression reads the row as it was (snoozes(j.metadata) is the count before this one).
--- Returns each job's new status and run_at (retry times wake the fetcher), and
--- announces finished jobs someone awaits (complete_done.sql).
+-- An error (an abort, or a snooze over the limit) joins the job's error history as in
+-- complete_error.sql. Returns each job's new status and run_at (retry times wake the
+-- fetcher), and announces finished jobs someone awaits (complete_done.sql).
 UPDATE {{schema}}.jobs j
 SET status = CASE
         WHEN o.kind = 'done' THEN 'done'::{{schema}}.job_status
@@ -40,6 +41,13 @@ SET status = CASE
         WHEN o.kind = 'snooze' AND {{schema}}.snoozes(j.metadata) >= o.max_snoozes
             THEN o.error
         ELSE j.last_error END,
+    errors = CASE
+        WHEN o.kind = 'error'
+          OR (o.kind = 'snooze' AND {{schema}}.snoozes(j.metadata) >= o.max_snoozes)
+            THEN {{schema}}.push_error(j.errors, jsonb_build_object(
+                'at', extract(epoch FROM now()), 'attempt', j.attempts, 'worker', $12::text,
+                'error', o.error))
+        ELSE j.errors END,
     metadata = {{schema}}.push_history(
         {{schema}}.with_progress(j.metadata, o.progress, o.state::jsonb)
             || CASE WHEN o.kind = 'snooze'

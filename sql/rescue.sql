@@ -3,7 +3,8 @@
 -- attempt was counted at dequeue, so a job that kills its worker cannot loop.
 -- A job that ends failed and that someone awaits is announced (complete_error.sql).
 WITH expired AS (
-    SELECT id
+    SELECT id, format('lease expired: worker %s sent no heartbeat for %s s (attempt %s of %s)',
+                      locked_by, $1::float8, attempts, max_attempts) AS error
     FROM {{schema}}.jobs
     WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => $1)
     ORDER BY heartbeat_at
@@ -16,10 +17,13 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
                   ELSE 'pending'::{{schema}}.job_status END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
     run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() END,
-    last_error = format('lease expired: worker %s sent no heartbeat for %s s (attempt %s of %s)',
-                        j.locked_by, $1, j.attempts, j.max_attempts),
+    last_error = expired.error,
+    errors = {{schema}}.push_error(j.errors, jsonb_build_object(
+        'at', extract(epoch FROM now()), 'attempt', j.attempts, 'worker', j.locked_by,
+        'error', expired.error)),
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.queue, j.task, j.status::text, j.last_error,
-    CASE WHEN j.metadata ? 'waited' AND j.status = 'failed' THEN pg_notify({{done_channel}}, j.id::text) END;
+    CASE WHEN j.metadata ? 'waited' AND j.status = 'failed'
+         THEN pg_notify({{done_channel}}, j.id::text) END;

@@ -2,6 +2,7 @@
 -- enqueued since ($2 the highest id before), as sql/get_job.sql reads one.
 SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts, run_at,
        locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at,
+       errors::text,
        (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick,
        metadata::text
 FROM {{schema}}.jobs j

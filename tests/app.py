@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from aiopgq import Queue
 
@@ -11,18 +12,20 @@ queue = Queue(os.environ["AIOPGQ_DSN"], schema=os.environ["AIOPGQ_TEST_SCHEMA"])
 LEDGER = f'"{queue.schema}".ledger'
 
 
-async def record(name: str) -> None:
-    """Write one row per execution, in its own transaction."""
+async def record(name: str, at: float | None = None) -> None:
+    """Write one row per execution, in its own transaction (`at`: when, else now)."""
     from aiopgq import current_job
 
     job = current_job()
     async with queue.pool.acquire() as conn:
         await conn.execute(
-            f"INSERT INTO {LEDGER} (job_id, attempt, pid, task) VALUES ($1, $2, $3, $4)",
+            f"INSERT INTO {LEDGER} (job_id, attempt, pid, task, at) "
+            "VALUES ($1, $2, $3, $4, coalesce(to_timestamp($5), clock_timestamp()))",
             job.id,
             job.attempts,
             os.getpid(),
             name,
+            at,
         )
 
 
@@ -46,3 +49,26 @@ async def crash() -> None:
 @queue.task(name="app.mail", queue="emails", max_attempts=2, priority=3)
 async def mail(to: str, subject: str = "") -> None:
     await record("app.mail")
+
+
+SPANS = f'"{queue.schema}".spans'
+
+
+@queue.task(name="app.span", queue="limited", max_attempts=5)
+async def span(ms: float, key: str = "") -> None:
+    """Sleep `ms` milliseconds, then record when the handler ran (this host's clock:
+    every worker process of a test runs on it) in the test's spans table."""
+    from aiopgq import current_job
+
+    started = time.time()
+    await asyncio.sleep(ms / 1000)
+    ended = time.time()
+    async with queue.pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {SPANS} (job_id, pid, key, started, ended) VALUES ($1, $2, $3, $4, $5)",
+            current_job().id,
+            os.getpid(),
+            key,
+            started,
+            ended,
+        )

@@ -23,7 +23,7 @@ from aiopgq._db.dsn import redact
 from .helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
-UNITS = {"SECONDS", "N", "JOBS", "BYTES", "PORT", "KEY", "FRACTION"}
+UNITS = {"SECONDS", "N", "JOBS", "BYTES", "PORT", "KEY", "FRACTION", "ID"}
 
 
 def aiopgq_cli(

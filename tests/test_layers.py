@@ -130,6 +130,17 @@ def test_worker_runtime_never_imports_the_client() -> None:
     assert not wrong, "the worker sees Queue and Task through aiopgq._worker.contracts"
 
 
+def test_the_dashboard_uses_only_the_public_api() -> None:
+    wrong = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        if room_of(m) == "aiopgq.dashboard"
+        for t in targets
+        if room_of(t) != "aiopgq.dashboard" and t != "aiopgq"
+    }
+    assert not wrong, "the dashboard is a client of the public API: import from aiopgq only"
+
+
 def test_the_walk_counts_type_checking_and_function_local_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"

@@ -1,9 +1,10 @@
 """Property test: the job state machine under any interleaving of operations.
 
 Hypothesis drives enqueue, fetch, complete, fail, retry, rescue, release, cancel
-and stale completions (from a worker whose jobs were rescued meanwhile) against
-the real SQL, and checks after every step that no job is lost, attempts never
-exceed the cap, each job is in exactly the state the model predicts, and a
+(of pending and running jobs), heartbeats, re-queueing of failed and cancelled jobs
+and stale completions (from a worker whose jobs were rescued or cancelled meanwhile)
+against the real SQL, and checks after every step that no job is lost, attempts
+never exceed the cap, each job is in exactly the state the model predicts, and a
 running job always has an owner while a pending one has none.
 """
 
@@ -165,11 +166,53 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             job_id = data.draw(st.sampled_from(sorted(self.jobs)))
-            cancelled = run(conn.fetchval(sql.cancel, job_id))
+            row = run(conn.fetchrow(sql.cancel, job_id, schema))
             job = self.jobs[job_id]
-            assert cancelled is (job.status == "pending")
-            if cancelled:
-                job.status = "cancelled"
+            assert row["cancelled"] is (job.status in ("pending", "running"))
+            if not row["cancelled"]:
+                return
+            assert row["was"] == job.status
+            if job.status == "running":  # its worker's outcome must now change nothing
+                assert job.owner is not None
+                self.stale.append((job.owner, job_id, job.attempts))
+            job.status = "cancelled"  # a running job keeps its owner: the worker it ran on
+
+        @rule(worker=st.sampled_from(WORKERS))
+        def heartbeat(self, worker: str) -> None:
+            """A worker beats for the jobs it believes it runs: it renews the leases of those
+            still running as its own, and hears which are not (lost), and which of those
+            were cancelled."""
+            held = sorted(
+                {i for i, j in self.jobs.items() if j.owner == worker}
+                | {i for w, i, _ in self.stale if w == worker}
+            )
+            row = run(conn.fetchrow(sql.heartbeat, held, worker))
+            ours = [
+                i for i in held if (self.jobs[i].status, self.jobs[i].owner) == ("running", worker)
+            ]
+            assert sorted(row["renewed"]) == ours
+            assert sorted(row["lost"]) == [i for i in held if i not in ours]
+            cancelled = [i for i in held if self.jobs[i].status == "cancelled"]
+            assert sorted(row["cancelled"]) == cancelled
+
+        @precondition(
+            lambda self: any(j.status in ("failed", "cancelled") for j in self.jobs.values())
+        )
+        @rule(data=st.data())
+        def retry(self, data: st.DataObject) -> None:
+            finished = sorted(
+                i for i, j in self.jobs.items() if j.status in ("failed", "cancelled")
+            )
+            job_id = data.draw(st.sampled_from(finished))
+            row = run(conn.fetchrow(sql.retry_jobs, [job_id], ["failed", "cancelled"], schema))
+            assert list(row["ids"]) == [job_id]
+            job = self.jobs[job_id]
+            job.status, job.attempts, job.owner = "pending", 0, None
+            # Attempts restart: a run that lost its lease (cancelled or rescued) shares
+            # its lease token with the same attempt of the job's next run on the same
+            # worker. The worker stops such a run when the job comes back to it
+            # (aiopgq/_worker/dispatcher.py), so the model stops sending its outcomes.
+            self.stale = [s for s in self.stale if s[1] != job_id]
 
         @invariant()
         def database_matches_model(self) -> None:
@@ -188,7 +231,8 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
                     job.attempts,
                     job.owner,
                 )
-                assert (r["status"] == "running") == (r["locked_by"] is not None)
+                if r["status"] != "cancelled":  # a job cancelled while running keeps its owner
+                    assert (r["status"] == "running") == (r["locked_by"] is not None)
 
     JobStateMachine.closer = lambda: (run(conn.close()), loop.close())  # type: ignore[attr-defined]
     return JobStateMachine

@@ -18,10 +18,25 @@ import asyncpg
 from .. import __version__
 from .._db.dsn import redact
 from .._errors import Error
-from . import jobs, local, ops, schedules, top, worker
+from . import (
+    dashboard,
+    jobs,
+    local,
+    operate,
+    ops,
+    partition,
+    queues,
+    schedules,
+    show,
+    top,
+    worker,
+)
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
-COMMAND_MODULES = (jobs, worker, ops, top, schedules, local)
+COMMAND_MODULES = (
+    *(jobs, show, operate, queues, worker, ops, top, schedules, local),
+    *(dashboard, partition),
+)
 
 
 def _parser() -> argparse.ArgumentParser:

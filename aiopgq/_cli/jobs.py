@@ -48,6 +48,12 @@ def register(add: AddCommand) -> None:
         "(default: none)",
     )
     enqueue.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="the job's key for its queue's per-key limit (`aiopgq queue --key-concurrency`; "
+        "default: none)",
+    )
+    enqueue.add_argument(
         "--max-payload-bytes",
         type=int,
         metavar="BYTES",
@@ -106,6 +112,7 @@ async def enqueue_job(args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts,
             delay=args.delay,
             idempotency_key=args.idempotency_key,
+            concurrency_key=args.concurrency_key,
         )
     print(job.id)
     return 0
@@ -115,6 +122,7 @@ async def status(args: argparse.Namespace) -> int:
     async with queue_of(args) as queue:
         await queue.check_schema()
         rows = await queue.status()
+        paused = await queue.paused_queues()
     print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16} {'progress':>9}")
     for row in rows:
         age, progress = row["oldest_runnable_age"], row["progress"]
@@ -125,4 +133,6 @@ async def status(args: argparse.Namespace) -> int:
         )
     if not rows:
         print("(no jobs)")
+    if paused:
+        print(f"paused queues: {', '.join(paused)} (`aiopgq resume QUEUE` to resume)")
     return 0

@@ -32,7 +32,12 @@ async def create_pool(
     while True:
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=sizes[0], max_size=sizes[1], reset=_keep_session, **connect_kwargs
+                dsn,
+                min_size=sizes[0],
+                max_size=sizes[1],
+                connect=_connect_to_the_end,
+                reset=_keep_session,
+                **connect_kwargs,
             )
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
             left = deadline - time.monotonic()
@@ -60,6 +65,29 @@ def connect_error(dsn: str, exc: BaseException, tries: int | None = None) -> Con
         + (f" (gave up after {tries} tries)" if tries is not None else "")
         + "; check the DSN and that the server is running"
     )
+
+
+async def _connect_to_the_end(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    """asyncpg.connect for the pool, never interrupted half-way.
+
+    asyncpg cancelled while it negotiates SSL (sslmode prefer, the default) leaves a
+    future whose exception nobody retrieves, which asyncio reports as an error
+    ("Future exception was never retrieved ... unexpected connection_lost() call";
+    MagicStack/asyncpg#1211). A worker stopping right after it started, while a part
+    of it was connecting, did that. So the caller is cancelled at once as usual, and
+    the connection attempt finishes on its own and is then closed.
+    """
+    connecting = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_unwanted)
+        raise
+
+
+def _close_unwanted(connecting: asyncio.Future[asyncpg.Connection]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

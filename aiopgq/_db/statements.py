@@ -78,6 +78,14 @@ class Statements:
             "dequeue",
             "dequeue_queues",
             "dequeue_completing",
+            "dequeue_limited",
+            "dequeue_limited_traced",
+            "limited_queues",
+            "configure_queue",
+            "queue_settings",
+            "key_index",
+            "key_index_state",
+            "drop_key_index",
             "complete_done",
             "complete_error",
             "release",
@@ -89,6 +97,9 @@ class Statements:
             "analyze_jobs",
             "insert_job",
             "insert_jobs",
+            "insert_job_keyed",
+            "insert_jobs_keyed",
+            "set_concurrency_key",
             "get_job",
             "enqueue_unique",
             "cancel",
@@ -99,6 +110,13 @@ class Statements:
             "hold_awake",
             "notify_queues",
             "release_awake",
+            "set_queue_paused",
+            "paused_queues",
+            "retry_jobs",
+            "failed_jobs_page",
+            "list_jobs",
+            "queue_stats",
+            "latest_failures",
             "register_tasks",
             "registered_tasks",
             "insert_job_traced",
@@ -116,12 +134,27 @@ class Statements:
             "commit_done",
             "watch_jobs",
             "finished_jobs",
+            "archive_state",
+            "archive_extend",
+            "archive_move",
+            "archive_drop",
+            "archive_restore",
+            "archive_partitions",
+            "set_archive_layout",
         ):
             setattr(self, name, render(f"{name}.sql", schema))
 
     dequeue: str
     dequeue_queues: str
     dequeue_completing: str
+    dequeue_limited: str
+    dequeue_limited_traced: str
+    limited_queues: str
+    configure_queue: str
+    queue_settings: str
+    key_index: str
+    key_index_state: str
+    drop_key_index: str
     complete_done: str
 
     def claim(
@@ -150,6 +183,16 @@ class Statements:
         assert head in statement  # both dequeue files start their CTEs this way
         return statement.replace(head, f"WITH {self.dequeue_completing.strip()},\nnext AS (", 1)
 
+    def limited_claim(self, *, traced: bool, checkpoint: bool) -> str:
+        """The claim of limited queues (sql/dequeue_limited.sql), with the trace context
+        (`traced`) and each job's saved state (`checkpoint`) as claim() adds them."""
+        statement = self.dequeue_limited_traced if traced else self.dequeue_limited
+        if not checkpoint:
+            return statement
+        head, sep, tail = statement.partition("\nFROM ")
+        assert sep and head.endswith("c.created_at" + (", c.trace_context" if traced else ""))
+        return f"{head}, c.checkpoint{sep}{tail}"
+
     complete_error: str
     release: str
     release_orphans: str
@@ -160,6 +203,9 @@ class Statements:
     analyze_jobs: str
     insert_job: str
     insert_jobs: str
+    insert_job_keyed: str
+    insert_jobs_keyed: str
+    set_concurrency_key: str
     get_job: str
     enqueue_unique: str
     cancel: str
@@ -170,6 +216,13 @@ class Statements:
     hold_awake: str
     notify_queues: str
     release_awake: str
+    set_queue_paused: str
+    paused_queues: str
+    retry_jobs: str
+    failed_jobs_page: str
+    list_jobs: str
+    queue_stats: str
+    latest_failures: str
     register_tasks: str
     registered_tasks: str
     insert_job_traced: str
@@ -187,3 +240,10 @@ class Statements:
     commit_done: str
     watch_jobs: str
     finished_jobs: str
+    archive_state: str
+    archive_extend: str
+    archive_move: str
+    archive_drop: str
+    archive_restore: str
+    archive_partitions: str
+    set_archive_layout: str

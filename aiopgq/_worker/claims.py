@@ -1,14 +1,20 @@
-"""Claims: the fetcher's own connection and the one statement that claims jobs.
+"""Claims: the fetcher's own connection and the statements that claim jobs.
 
 A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them running
 in one statement; the `done`s the completer buffered ride along and commit with it.
+It reads the worker's queues that are not paused (pauses.py). Those with limits
+(concurrency, rate, per-key: see `Queue.configure`; pauses.py knows which) are
+claimed through their own statement, which applies them (sql/dequeue_limited.sql);
+the others through the plain one, which never reads a queue's settings. The
+statements and their queue arguments are chosen again only when the paused set or
+the limited set changes.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -17,8 +23,10 @@ from asyncpg.pool import PoolConnectionProxy
 
 from .._db.connection import Connection
 from .._db.statements import Statements
-from .completer import Completer
+from .completer import Completer, Outcomes
 from .leases import Leases
+from .pauses import Pauses
+from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.fetcher")
 
@@ -28,10 +36,11 @@ class Claims:
         self,
         pool: asyncpg.Pool,
         sql: Statements,
-        queues: Sequence[str],
+        pauses: Pauses,
         worker_id: str,
         completer: Completer,
         held_ids: Callable[[], list[int]],
+        wakeups: Wakeups,
         leases: Leases,
         *,
         traced: bool = False,
@@ -42,20 +51,32 @@ class Claims:
         self._worker_id = worker_id
         self._completer = completer
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
+        self._pauses = pauses
+        self._wakeups = wakeups
         self._leases = leases
-        several = len(queues) > 1
-        # Extra columns: `traced` the trace context, `checkpoint` each job's saved state
-        # (workers whose handlers take a JobContext or have middleware).
-        extra = {"traced": traced, "checkpoint": checkpoint}
-        self._claim = sql.claim(several_queues=several, completing=False, **extra)
-        self._claim_completing = sql.claim(several_queues=several, completing=True, **extra)
-        self._queues_arg: str | list[str] = list(queues) if several else queues[0]
+        # Extra columns: `traced` each job's trace context (a tenth column), `checkpoint`
+        # its saved state (the last; workers whose handlers take a JobContext or have
+        # middleware).
+        self._extra = {"traced": traced, "checkpoint": checkpoint}
+        self._claim_limited_sql = sql.limited_claim(traced=traced, checkpoint=checkpoint)
+        self._version = -1  # of the sets (pauses.py) the targets below were chosen for
+        self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
+        self._claim = self._claim_completing = ""
+        self._queues_arg: str | list[str] | None = None  # None: no plain queue is active
         self._conn: PoolConnectionProxy[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self.count = 0
+        # After a claim: a limit held back runnable jobs (then claim again when a job of
+        # ours ends, or at the time given to wakeups), or left keys unvisited (`more`).
+        self.held_back = False
+        self.more = False
 
-    async def claim(self, conn: Connection, limit: int) -> list[asyncpg.Record]:
-        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along)."""
+    async def claim(
+        self, conn: Connection, limit: int, *, held: bool = False
+    ) -> list[asyncpg.Record]:
+        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along).
+        `held`: in a transaction held for the batch (holding.py), which would keep a
+        limited queue's lock as long: skip a queue whose lock a peer holds, do not wait."""
         if self._orphans_possible:
             orphans = await conn.fetch(self._sql.release_orphans, self._worker_id, self._held_ids())
             self._orphans_possible = False
@@ -63,29 +84,89 @@ class Claims:
                 logger.warning(
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
+        if self._version != self._pauses.version:
+            self._target()
+        self.held_back = self.more = False
+        if self._queues_arg is None and not self._limited:
+            return []  # every queue is paused
         self.count += 1
         riding = self._completer.take_done()
         sent = time.monotonic()  # the leases of the jobs claimed start after this
         try:
-            if riding:
-                rows: list[asyncpg.Record] = await conn.fetch(
-                    self._claim_completing,
-                    self._queues_arg,
-                    limit,
-                    self._worker_id,
-                    riding.done_ids,
-                    riding.done_attempts,
-                    riding.done_results,
-                )
-            else:  # a lighter statement: this is the latency path of an idle worker
-                rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
+            if self._limited:
+                rows = await self._claim_limited(conn, limit, riding, wait=not held)
+                self._completer.landed(riding, committed=True)
+                riding = Outcomes()
+                if len(rows) < limit and self._queues_arg is not None:
+                    rows += await self._claim_plain(conn, limit - len(rows), riding)
+            else:
+                rows = await self._claim_plain(conn, limit, riding)
         except BaseException:
             self._completer.landed(riding, committed=False)
             raise
-        self._completer.landed(riding, committed=True)
         if rows:
             self._leases.claimed(sent)
         return rows
+
+    async def _claim_plain(
+        self, conn: Connection, limit: int, riding: Outcomes
+    ) -> list[asyncpg.Record]:
+        if riding:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                self._claim_completing,
+                self._queues_arg,
+                limit,
+                self._worker_id,
+                riding.done_ids,
+                riding.done_attempts,
+                riding.done_results,
+            )
+        else:  # a lighter statement: this is the latency path of an idle worker
+            rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
+        self._completer.landed(riding, committed=True)
+        return rows
+
+    async def _claim_limited(
+        self, conn: Connection, limit: int, riding: Outcomes, *, wait: bool
+    ) -> list[asyncpg.Record]:
+        queues = self._limited
+        self._limited = queues[1:] + queues[:1]  # each limited queue goes first in turn
+        rows: list[asyncpg.Record] = await conn.fetch(
+            self._claim_limited_sql,
+            queues,
+            limit,
+            self._worker_id,
+            wait,
+            riding.done_ids,
+            riding.done_attempts,
+            riding.done_results,
+        )
+        jobs = []
+        for row in rows:
+            if row[0] is not None:
+                jobs.append(row)
+                continue
+            wait = row[7]  # see sql/dequeue_limited.sql
+            if wait < 0:
+                self.more = True
+            else:
+                self.held_back = True
+                if wait > 0:
+                    self._wakeups.look_again_in(wait)
+        return jobs
+
+    def _target(self) -> None:
+        """Claim from the queues not paused: those with limits through the limited claim,
+        the others through one queue's statement or the several's."""
+        active, limited = self._pauses.active(), self._pauses.limited
+        self._limited = [q for q in active if q in limited]
+        plain = [q for q in active if q not in limited]
+        several = len(plain) > 1
+        extra = self._extra
+        self._claim = self._sql.claim(several_queues=several, completing=False, **extra)
+        self._claim_completing = self._sql.claim(several_queues=several, completing=True, **extra)
+        self._queues_arg = (list(plain) if several else plain[0]) if plain else None
+        self._version = self._pauses.version
 
     def failed(self) -> None:
         """A claim failed: its reply was lost, maybe after it committed. Before the next

@@ -29,6 +29,7 @@ class Sink(Protocol):
     def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
     def release(self, job: Job) -> None: ...
     def special(self, job: Job, kind: str, **columns: Any) -> None: ...
+    def cancelled(self, job: Job) -> None: ...  # cancelled while it ran: no write
 
 
 class Outcomes:
@@ -76,6 +77,9 @@ class Outcomes:
         if self.specials is None:
             self.specials = SpecialOutcomes()
         self.specials.add(job, kind, **columns)
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
         """Apply every outcome (at most four statements); returns retry times scheduled."""
@@ -164,6 +168,9 @@ class Completer:
     def special(self, job: Job, kind: str, **columns: Any) -> None:
         self._buffer.special(job, kind, **columns)
         self._added()
+
+    def cancelled(self, job: Job) -> None:
+        """Nothing to write: cancel.sql made the job cancelled already."""
 
     def _added(self) -> None:
         if self._idle.is_set():

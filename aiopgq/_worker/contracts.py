@@ -20,7 +20,7 @@ from .._retry import Retry
 
 # How a job's run ended, as an observer hears it: done; failed with attempts left;
 # failed for good; given back to pending unfinished (the worker stopped).
-Outcome = Literal["succeeded", "retried", "failed", "released"]
+Outcome = Literal["succeeded", "retried", "failed", "released", "cancelled"]
 
 
 class TaskSpec(Protocol):

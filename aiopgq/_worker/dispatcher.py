@@ -6,8 +6,7 @@ import asyncio
 import functools
 import logging
 import time
-import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -15,31 +14,28 @@ import anyio
 import asyncpg
 
 from .._context import JobContext
-from .._errors import Abort, LeaseLost, Snooze
+from .._errors import LeaseLost
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
 from .completer import Completer, Sink
 from .contracts import JobObserver, TaskSpec
-from .handlers import Handlers, progress_columns, settle_signal
+from .failures import (
+    CancelledFromInside,
+    fail_now,
+    job_fields,
+    report_failure,
+    unknown_task_message,
+    unstorable_result,
+)
+from .handlers import Handlers
 from .observing import LoggedSink, ObservedSink, decode_trace_context
 from .stops import StopRequests
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
 
-_MAX_ERROR_CHARS = 8000
-
 # Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
 JOB_TASK_PREFIX = "aiopgq job "
-
-
-def describe_error(exc: BaseException) -> str:
-    """Exception type, message and traceback, trimmed for the last_error column."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if len(text) > _MAX_ERROR_CHARS:
-        text = text[:1000] + "\n...\n" + text[-(_MAX_ERROR_CHARS - 1000) :]
-    return text
-
 
 # _run or _run_logged, chosen once per batch.
 _Run = Callable[..., Coroutine[Any, Any, None]]
@@ -100,16 +96,50 @@ class Dispatcher:
         # The loop's own create_task: asyncio.create_task's wrapper looks the loop up and
         # names the task afterwards, per task; the task factory is the same.
         create_task = asyncio.get_running_loop().create_task
+        job_tasks = self._job_tasks
         for row in rows:
             job, payload = job_from_claimed_row(row, instants)
+            if job.id in job_tasks:
+                # We still run this job: its lease was lost meanwhile (rescued after missed
+                # heartbeats, or cancelled and retried before we heard of it), so that
+                # run's outcome can no longer be written. Stop it; this run replaces it.
+                self.cancel([job.id])
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
             # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
             task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-            self._job_tasks[job.id] = task
+            job_tasks[job.id] = task
             started.append(task)
         return started
+
+    def cancel(self, job_ids: Iterable[int]) -> int:
+        """Stop the handlers of these jobs, which were cancelled in the database
+        (cancel.sql): their runs write no outcome. Jobs we do not run are ignored.
+        Returns how many handlers were stopped."""
+        stops = self._stops
+        stops.forget_ended(self.running)
+        stopped = 0
+        for job_id in job_ids:
+            job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+            if job is None or task is None or stops.cancelling.get(job_id) is job:
+                continue
+            stops.cancelling[job_id] = job
+            task.cancel()
+            stopped += 1
+        return stopped
+
+    def fence(self, job_id: int, reason: str) -> None:
+        """Cancel a running job whose lease this worker could not renew (leases.py); it
+        ends with LeaseLost as its error, if that can still be written."""
+        stops = self._stops
+        job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+        if job is None or task is None or stops.stopping(job) or job_id in stops.settled:
+            return
+        stops.forget_ended(self.running)
+        logger.warning("job %s: %s", job_id, reason, extra=job_fields(job))
+        stops.fenced[job_id] = (job, reason)
+        task.cancel()
 
     def _start_extended(
         self, rows: list[asyncpg.Record], sink: Sink, run: _Run
@@ -130,6 +160,8 @@ class Dispatcher:
             if handlers is not None:
                 checkpoint = row[-1]
                 handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
+            if job.id in self._job_tasks:  # we still run this job: see start()
+                self.cancel([job.id])
             self.running[job.id] = job
             if observer is None:
                 job_run = run(job, payload, sink, handled, checkpoint)
@@ -141,28 +173,6 @@ class Dispatcher:
             self._job_tasks[job.id] = task
             started.append(task)
         return started
-
-    def fence(self, job_id: int, reason: str) -> None:
-        """Cancel a running job whose lease this worker could not renew (leases.py); it
-        ends with LeaseLost as its error, if that can still be written."""
-        task = self._job_tasks.get(job_id)
-        fenced = self._stops.fenced
-        if task is None or job_id in fenced or job_id in self._stops.settled:
-            return
-        for gone in [i for i in fenced if i not in self.running]:  # ended without a word
-            del fenced[gone]
-        where = {"job_id": job_id, "task": self.running[job_id].task}
-        logger.warning("job %s: %s", job_id, reason, extra=where)
-        self._stops.fenced[job_id] = reason
-        task.cancel()
-
-    def fail_now(self, job: Job, reason: str, sink: Sink) -> None:
-        _fail_now(job, reason, sink)
-
-    def stop_reason(self, job: Job) -> BaseException:
-        """Why a job's task was cancelled (not at shutdown): fenced, or from inside."""
-        reason = self._stops.fenced.pop(job.id, None)
-        return _Cancelled() if reason is None else LeaseLost(reason)
 
     async def _run_observed(
         self,
@@ -203,6 +213,31 @@ class Dispatcher:
         """Return when no job is running."""
         await self._idle.wait()
 
+    def stopped(
+        self, task: TaskSpec, job: Job, sink: Sink, context: JobContext | None = None
+    ) -> bool:
+        """The run's asyncio task was cancelled: report how it ended (its job cancelled:
+        nothing to write; the worker stopping: released; fenced or cancelled from inside:
+        a failed attempt). True when the CancelledError must propagate."""
+        stops = self._stops
+        if stops.cancelling.get(job.id) is job:
+            del stops.cancelling[job.id]
+            logger.info(
+                "job %s (%s) cancelled while running", job.id, job.task, extra=job_fields(job)
+            )
+            sink.cancelled(job)  # nothing to write: the database says cancelled already
+            return False
+        if stops.all:
+            sink.release(job)
+            return True
+        fenced = stops.fenced.get(job.id)
+        if fenced is not None and fenced[0] is job:
+            del stops.fenced[job.id]
+            report_failure(task, job, LeaseLost(fenced[1]), sink, context)
+        else:
+            report_failure(task, job, CancelledFromInside(), sink, context)
+        return False
+
     async def _run(
         self,
         job: Job,
@@ -214,7 +249,7 @@ class Dispatcher:
         task = self._tasks.get(job.task)
         try:
             if task is None:
-                _fail_now(job, _unknown_task_message(job, self._tasks), sink)
+                fail_now(job, unknown_task_message(job, self._tasks), sink)
                 return
             try:
                 payload = decode_payload(payload_text)
@@ -227,7 +262,7 @@ class Dispatcher:
                     f"job {job.id} of task {job.task} cannot run: its payload does not match "
                     f"the task's arguments ({exc}); fix the producer and enqueue it again"
                 )
-                _fail_now(job, message, sink)
+                fail_now(job, message, sink)
                 return
             if handlers is None:
                 await self._call(task, job, arguments, sink)
@@ -236,8 +271,12 @@ class Dispatcher:
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
-            self._job_tasks.pop(job.id, None)  # by id: cheaper than asyncio.current_task()
-            del self.running[job.id]
+            mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
+            newest = self.running.pop(job.id)
+            if newest is not job:  # a newer run of this job replaced us (start): it stays
+                self.running[job.id] = newest
+                if mine is not None:
+                    self._job_tasks[job.id] = mine
             if not self.running:
                 self._idle.set()
             self._slot_freed()
@@ -251,7 +290,7 @@ class Dispatcher:
         checkpoint: str | None = None,
     ) -> None:
         """_run with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
-        extra = _fields(job)
+        extra = job_fields(job)
         logger.debug(
             "job %s (%s) started on queue %s, attempt %s/%s",
             job.id,
@@ -276,7 +315,7 @@ class Dispatcher:
             )
 
     async def _call(self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Sink) -> None:
-        job = _with_payload(job, arguments)
+        object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
         token = _current_job.set(job)
         try:
             if task.timeout is None:  # the common case: no cancel scope to set up
@@ -290,82 +329,19 @@ class Dispatcher:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
-            if self.releasing:
-                sink.release(job)
+            if self.stopped(task, job, sink):
                 raise
-            self.failed(task, job, self.stop_reason(job), sink)
         except BaseException as exc:
-            self.failed(task, job, exc, sink)
+            report_failure(task, job, exc, sink)
         else:
             try:
                 result_text = encode_result(result)
             except (TypeError, ValueError) as exc:
-                message = (
-                    f"task {task.name} returned a {type(result).__name__} that cannot be "
-                    f"stored as JSON ({exc}); the job ran but its result is lost: return "
-                    "JSON types (or None)"
-                )
-                _fail_now(job, message, sink)
+                fail_now(job, unstorable_result(task, result, exc), sink)
                 return
             sink.done(job, result_text)
         finally:
             _current_job.reset(token)
-
-    def failed(
-        self,
-        task: TaskSpec,
-        job: Job,
-        exc: BaseException,
-        sink: Sink,
-        context: JobContext | None = None,
-    ) -> None:
-        """Report a failed run: retried after its backoff, failed at its last attempt; a
-        Snooze or an Abort as such; with the progress its context reported, if any."""
-        if isinstance(exc, (Snooze, Abort)):
-            settle_signal(task, job, exc, describe_error(exc), sink, context)
-            return
-        final = job.attempts >= job.max_attempts
-        delay = 0.0 if final else task.retry.delay(job.attempts)
-        if final:
-            logger.warning(
-                "job %s (%s, queue %s) failed for good: attempt %s/%s raised %r",
-                job.id,
-                job.task,
-                job.queue,
-                job.attempts,
-                job.max_attempts,
-                exc,
-                extra=_fields(job),
-            )
-        elif logger.isEnabledFor(logging.WARNING):
-            logger.warning(
-                "job %s (%s) attempt %s/%s failed: %r; retrying in %.1f s",
-                job.id,
-                job.task,
-                job.attempts,
-                job.max_attempts,
-                exc,
-                delay,
-                extra=_fields(job),
-            )
-        if context is None or context.progress_value is None:
-            sink.error(job, delay, describe_error(exc), False)
-        else:
-            error = describe_error(exc)
-            sink.special(job, "error", delay=delay, error=error, **progress_columns(context))
-
-
-def _fail_now(job: Job, reason: str, sink: Sink) -> None:
-    """The job cannot run (or its result cannot be kept): failed at once, no retry."""
-    logger.warning(
-        "job %s (%s, queue %s) failed: %s", job.id, job.task, job.queue, reason, extra=_fields(job)
-    )
-    sink.error(job, 0.0, reason, True)
-
-
-def _fields(job: Job) -> dict[str, Any]:
-    """The structured fields of a job's log records."""
-    return {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
@@ -373,22 +349,3 @@ async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
         return await task.fn(**arguments)
     call = functools.partial(task.fn, **arguments)
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-
-
-class _Cancelled(Exception):
-    def __str__(self) -> str:
-        return "the job was cancelled from inside (CancelledError raised by the handler)"
-
-
-def _with_payload(job: Job, arguments: dict[str, Any]) -> Job:
-    object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
-    return job
-
-
-def _unknown_task_message(job: Job, tasks: Mapping[str, TaskSpec]) -> str:
-    known = ", ".join(sorted(tasks)) or "none"
-    return (
-        f"job {job.id}: no task named {job.task!r} is registered in this worker "
-        f"(known: {known}); register it with @queue.task(name={job.task!r}) and "
-        "enqueue the job again"
-    )

@@ -75,6 +75,7 @@ class Fetcher:
                 continue
             settled = backlog == 0 and not self._dispatcher.running
             self._wakeups.clear()
+            self._wakeups.clear_progress()  # a job ending from now on may be waited for
             try:
                 rows = await self._claims.claim(await self._claims.connection(), free)
             except Exception as exc:
@@ -87,9 +88,14 @@ class Fetcher:
             if rows:
                 self._dispatcher.start(rows)
                 await self._awake.claimed()
-            if len(rows) == free:
+            if len(rows) == free or self._claims.more:
                 continue
+            held_back = self._claims.held_back  # by a limit: a job ending may free it
             if burst:
+                if held_back:  # not done: look again when a job of ours ends, or later
+                    timeout = self._wakeups.sleep_timeout(self._poll_interval)
+                    await self._wakeups.sleep(timeout, or_progress=True)
+                    continue
                 if settled and not rows:
                     return  # everything we ran is committed and nothing is runnable
                 await self._wait_progress()
@@ -98,7 +104,8 @@ class Fetcher:
                 await self._wakeups.sleep(self._recheck_interval)  # more are likely coming
                 continue
             await self._awake.go_idle(drains)
-            await self._wakeups.sleep(self._wakeups.sleep_timeout(self._poll_interval))
+            timeout = self._wakeups.sleep_timeout(self._poll_interval)
+            await self._wakeups.sleep(timeout, or_progress=held_back)
 
     async def _wait_saturated(self) -> None:
         """No room to fetch: wait for a slot. If that takes a while, stop advertising

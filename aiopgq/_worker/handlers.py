@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -18,11 +17,11 @@ import asyncpg
 
 from .._context import JobContext, Middleware
 from .._db.statements import Statements
-from .._errors import Abort, Snooze
 from .._job import Job, _current_job
 from .._payload import encode_result
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec
+from .failures import fail_now, progress_columns, report_failure, unstorable_result
 from .progress import ProgressBoard
 from .stops import StopRequests
 
@@ -56,18 +55,9 @@ def make_handlers(
 class Settling(Protocol):
     """What a handled job needs of the dispatcher to settle its ending."""
 
-    @property
-    def releasing(self) -> bool: ...
-    def stop_reason(self, job: Job) -> BaseException: ...
-    def fail_now(self, job: Job, reason: str, sink: Sink) -> None: ...
-    def failed(
-        self,
-        task: TaskSpec,
-        job: Job,
-        exc: BaseException,
-        sink: Sink,
-        context: JobContext | None = None,
-    ) -> None: ...
+    def stopped(
+        self, task: TaskSpec, job: Job, sink: Sink, context: JobContext | None = None
+    ) -> bool: ...
 
 
 class Handlers:
@@ -93,8 +83,8 @@ class Handlers:
         self._progress = progress
         self._warned: set[str] = set()  # tasks that returned a value after committing
 
-    def cancel_requested(self, job_id: int) -> bool:
-        return self._stops.requested(job_id)
+    def cancel_requested(self, job: Job) -> bool:
+        return self._stops.requested(job)
 
     def progress_reported(self, context: JobContext) -> None:
         self._progress.reported(context)
@@ -132,12 +122,8 @@ class Handlers:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
-            if context.committed:
+            if context.committed or settling.stopped(task, job, sink, context):
                 raise
-            if settling.releasing:
-                sink.release(job)
-                raise
-            settling.failed(task, job, settling.stop_reason(job), sink, context)
         except BaseException as exc:
             if context.committed:
                 logger.warning(
@@ -148,9 +134,9 @@ class Handlers:
                     extra={"job_id": job.id, "task": job.task, "queue": job.queue},
                 )
                 return
-            settling.failed(task, job, exc, sink, context)
+            report_failure(task, job, exc, sink, context)
         else:
-            self._succeeded(settling, task, job, result, sink, context)
+            self._succeeded(task, job, result, sink, context)
         finally:
             context.ended = True
             if context.progress_value is not None:
@@ -170,7 +156,6 @@ class Handlers:
 
     def _succeeded(
         self,
-        settling: Settling,
         task: TaskSpec,
         job: Job,
         result: Any,
@@ -190,60 +175,12 @@ class Handlers:
         try:
             result_text = encode_result(result)
         except (TypeError, ValueError) as exc:
-            message = (
-                f"task {task.name} returned a {type(result).__name__} that cannot be "
-                f"stored as JSON ({exc}); the job ran but its result is lost: return "
-                "JSON types (or None)"
-            )
-            settling.fail_now(job, message, sink)
+            fail_now(job, unstorable_result(task, result, exc), sink)
             return
         if context.progress_value is None:
             sink.done(job, result_text)
         else:
             sink.special(job, "done", result=result_text, **progress_columns(context))
-
-
-def progress_columns(context: JobContext | None) -> dict[str, Any]:
-    """The progress a job reported, for its outcome (nothing if it reported none)."""
-    if context is None or context.progress_value is None:
-        return {}
-    return {"progress": context.progress_value, "state": context.state_text}
-
-
-def settle_signal(
-    task: TaskSpec,
-    job: Job,
-    exc: Snooze | Abort,
-    error: str,
-    sink: Sink,
-    context: JobContext | None,
-) -> None:
-    """A handler raised Snooze or Abort: the outcome, and the event for its history."""
-    where = {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
-    if isinstance(exc, Snooze):
-        logger.info("job %s (%s) snoozed for %g s", job.id, job.task, exc.seconds, extra=where)
-        sink.special(
-            job,
-            "snooze",
-            delay=exc.seconds,
-            error=(
-                f"snoozed more than its task's max_snoozes ({task.max_snoozes}) times: "
-                "counted as a failed attempt"
-            ),
-            event=json.dumps({"event": "snooze", "seconds": exc.seconds}),
-            max_snoozes=task.max_snoozes,
-            **progress_columns(context),
-        )
-        return
-    logger.warning("job %s (%s) aborted: %s", job.id, job.task, exc.reason, extra=where)
-    sink.special(
-        job,
-        "error",
-        error=error,
-        final=True,
-        event=json.dumps({"event": "abort", "reason": exc.reason}),
-        **progress_columns(context),
-    )
 
 
 class _Once:

@@ -1,11 +1,17 @@
 """Heartbeat: extends the lease of every job this worker holds, in one statement,
-and tells the workers registry this worker is alive."""
+and tells the workers registry this worker is alive.
+
+The lease statement also carries the progress handlers reported since the last beat,
+and returns which jobs it renewed, which it found no longer ours (the fence stops
+those, leases.py), and which among them were cancelled meanwhile: the fallback for a
+cancel NOTIFY the listener missed (sql/heartbeat.sql).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import asyncpg
@@ -27,13 +33,15 @@ async def run_heartbeat(
     worker_id: str,
     held_ids: Callable[[], list[int]],
     interval: float,
+    cancelled: Callable[[Sequence[int]], object],
     leases: Leases,
     progress: ProgressBoard,
     presence: Presence,
 ) -> None:
-    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()` (the
-    progress handlers reported since the last beat rides along in the same statement),
-    then the registry row (one statement more per interval, held jobs or not)."""
+    """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()` (with
+    the progress reported since the last beat), pass those that were cancelled to
+    `cancelled` and tell `leases` which were renewed; then the registry row (one
+    statement more per interval, held jobs or not)."""
     backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
     while True:
         await anyio.sleep(interval)
@@ -43,24 +51,27 @@ async def run_heartbeat(
             sent = time.monotonic()
             try:
                 async with pool.acquire() as conn:
-                    renewed = await _beat(conn, sql, worker_id, ids, reported)
+                    renewed, lost, gone = await _beat(conn, sql, worker_id, ids, reported)
             except Exception as exc:
                 progress.restore(reported)
                 backoff.failed(exc)  # the interval is the delay
             else:
-                leases.renewed(sent, ids, renewed)
                 backoff.succeeded()
+                if gone:  # first: a cancelled job ends cancelled, not fenced
+                    cancelled(gone)
+                leases.renewed(sent, ids, renewed, lost)
         else:  # nothing held: no lease to renew, and none of the claims so far matters
-            leases.renewed(time.monotonic(), (), ())
+            leases.renewed(time.monotonic(), (), (), ())
         await presence.beat()
 
 
 async def _beat(
     conn: Connection, sql: Statements, worker_id: str, ids: list[int], reported: list[JobContext]
-) -> list[int]:
-    """Extend the leases of `ids` (with the progress `reported`); the ids extended."""
+) -> tuple[list[int], list[int], list[int]]:
+    """Extend the leases of `ids` (with the progress `reported`): the ids renewed, lost
+    and cancelled (sql/heartbeat.sql)."""
     if reported:
-        rows = await conn.fetch(
+        row = await conn.fetchrow(
             sql.heartbeat_progress,
             ids,
             worker_id,
@@ -70,5 +81,6 @@ async def _beat(
             [c.state_text for c in reported],
         )
     else:
-        rows = await conn.fetch(sql.heartbeat, ids, worker_id)
-    return [row[0] for row in rows]
+        row = await conn.fetchrow(sql.heartbeat, ids, worker_id)
+    assert row is not None  # aggregates: always one row
+    return list(row["renewed"]), list(row["lost"]), list(row["cancelled"])

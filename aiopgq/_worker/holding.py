@@ -64,10 +64,13 @@ class HoldingFetcher:
                 await self._wakeups.sleep(self._backoff.failed(exc))
                 continue
             self._backoff.succeeded()
-            if rows == self._concurrency:
+            if rows == self._concurrency or self._claims.more:
                 continue
             if burst and rows == 0:
-                return
+                if not self._claims.held_back:
+                    return
+                await self._wakeups.sleep(self._wakeups.sleep_timeout(self._poll_interval))
+                continue
             if not burst:
                 self._awake.start_drain(drains)
                 await self._wakeups.sleep(self._wakeups.sleep_timeout(self._poll_interval))
@@ -75,7 +78,7 @@ class HoldingFetcher:
     async def _run_batch(self) -> int:
         conn = await self._claims.connection()
         async with conn.transaction():
-            rows = await self._claims.claim(conn, self._concurrency)
+            rows = await self._claims.claim(conn, self._concurrency, held=True)
             if rows:
                 outcomes = Outcomes()
                 await asyncio.gather(*self._dispatcher.start(rows, sink=outcomes))

@@ -34,6 +34,9 @@ class Leases:
         # The jobs it named but did not renew: the database no longer has them running
         # on this worker (rescued, cancelled, changed by hand): their leases are gone.
         self._lost: frozenset[int] = frozenset()
+        # The jobs it named and neither renewed nor found lost (a heartbeat that skips
+        # rows locked by a write in progress): their leases start where they did.
+        self._kept: dict[int, float] = {}
         # (sent, returned) of the claims that returned after it was sent, oldest first:
         # it did not name their jobs, whose leases start no sooner than the first `sent`.
         self._claims: list[tuple[float, float]] = []
@@ -44,23 +47,32 @@ class Leases:
         if len(self._claims) > 100_000:  # heartbeats keep failing: one entry for them all
             self._claims = [(self._claims[0][0], self._claims[-1][1])]
 
-    def renewed(self, sent_at: float, sent: Collection[int], renewed: Collection[int]) -> None:
+    def renewed(
+        self,
+        sent_at: float,
+        sent: Collection[int],
+        renewed: Collection[int],
+        lost: Collection[int],
+    ) -> None:
         """A heartbeat sent at `sent_at` named `sent` (every job held then, so the jobs of
-        every claim that had returned by then) and renewed the leases of `renewed`. With
-        nothing held, the heartbeat calls it with none: the claims so far no longer matter
-        (else, after an idle minute, a new job would count from the last claim before it)."""
-        if sent_at > self.renewed_at:
-            self.renewed_at = sent_at
-            self._covered = frozenset(renewed)
-            self._lost = frozenset(sent) - self._covered
-            if self._claims:
-                self._claims = [claim for claim in self._claims if claim[1] > sent_at]
+        every claim that had returned by then), renewed the leases of `renewed` and found
+        `lost` no longer ours. With nothing held, the heartbeat calls it with none: the
+        claims so far no longer matter (else, after an idle minute, a new job would count
+        from the last claim before it)."""
+        if sent_at <= self.renewed_at:
+            return
+        covered, gone = frozenset(renewed), frozenset(lost)
+        kept = {i: self.start(i) for i in sent if i not in covered and i not in gone}
+        self.renewed_at, self._covered, self._lost, self._kept = sent_at, covered, gone, kept
+        if self._claims:
+            self._claims = [claim for claim in self._claims if claim[1] > sent_at]
 
     def earliest_start(self, running: Collection[int]) -> float:
         """No lease of the `running` jobs started before this (-inf: one is lost)."""
         if self._lost and not self._lost.isdisjoint(running):
             return -math.inf
-        return min(self.renewed_at, self._claims[0][0]) if self._claims else self.renewed_at
+        earliest = min(self.renewed_at, self._claims[0][0]) if self._claims else self.renewed_at
+        return min(earliest, *self._kept.values()) if self._kept else earliest
 
     def start(self, job_id: int) -> float:
         """The job's lease start as this worker knows it (no later than the server's);
@@ -69,6 +81,9 @@ class Leases:
             return self.renewed_at
         if job_id in self._lost:
             return -math.inf
+        kept = self._kept.get(job_id) if self._kept else None
+        if kept is not None:
+            return kept
         # Claimed after that heartbeat was sent: by the first claim since, or a later one.
         return self._claims[0][0] if self._claims else self.renewed_at
 

@@ -11,13 +11,15 @@ import asyncpg
 
 from .._db.statements import Statements, quote_identifier
 from .._db.transient import Backoff, reconnect_delay
+from .control import Controls, is_control
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.listener")
 
 
 class Listener:
-    """Wakes the fetcher when a NOTIFY names one of our queues.
+    """Wakes the fetcher when a NOTIFY names one of our queues, and hands control
+    messages (pause, resume, cancel: control.py) to `controls`.
 
     On a lost connection (killed backend, server restart, network) it reconnects
     with backoff, LISTENs again and wakes the fetcher once for a catch-up fetch,
@@ -42,12 +44,14 @@ class Listener:
         queues: Collection[str],
         wakeups: Wakeups,
         *,
+        controls: Controls | None = None,
         ping_interval: float = 10.0,
     ) -> None:
         self._connect = connect
         self._channel = sql.channel
         self._queues = frozenset(queues)
         self._wakeups = wakeups
+        self._controls = controls
         self._ping_interval = ping_interval
         self._sql = sql
         self.connected = anyio.Event()
@@ -92,8 +96,11 @@ class Listener:
             return None
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        if isinstance(payload, str) and payload in self._queues:
-            self._wakeups.notified(payload)
+        if isinstance(payload, str):
+            if payload in self._queues:
+                self._wakeups.notified(payload)
+            elif self._controls is not None and is_control(payload):
+                self._controls.received(payload)
 
     async def run(self) -> None:
         backoff = Backoff(logger, "LISTEN connection", consequence="polling meanwhile")
@@ -127,6 +134,8 @@ class Listener:
         self._conn = conn
         self.connected.set()
         self._wakeups.caught_up()  # catch up on anything enqueued while we were not listening
+        if self._controls is not None:
+            self._controls.reconnected()
         while not lost.is_set():
             with anyio.move_on_after(self._ping_interval):
                 await lost.wait()

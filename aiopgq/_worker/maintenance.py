@@ -1,5 +1,5 @@
-"""Maintenance: rescue jobs of dead workers, expire their registry rows, prune finished
-rows. One leader at a time."""
+"""Maintenance: rescue jobs of dead workers, expire their registry rows, prune or archive
+finished rows. One leader at a time."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._db.transient import Backoff
+from .archive import archive_pass
 from .presence import EXPIRE_AFTER_BEATS
 
 logger = logging.getLogger("aiopgq.maintenance")
@@ -83,6 +84,7 @@ async def maintain_once(
                     extra={"status": status, "pruned": count},
                 )
             pruned += count
+        await archive_pass(conn, sql, retention, _leading)
     return rescued, pruned
 
 

@@ -55,6 +55,10 @@ class ObservedSink:
             last = bool(columns.get("final")) or job.attempts >= job.max_attempts
             self._end("failed" if last else "retried", columns.get("error"))
 
+    def cancelled(self, job: Job) -> None:
+        self._sink.cancelled(job)
+        self._end("cancelled", None)
+
     def settle(self) -> None:
         """The job's task ended without an outcome (an internal error, logged): its
         lease brings it back, so to the observer it was released."""
@@ -95,6 +99,10 @@ class LoggedSink:
     def special(self, job: Job, kind: str, **columns: Any) -> None:
         self.outcome = {"done": "done", "snooze": "snoozed"}.get(kind, "failed, or retried")
         self._sink.special(job, kind, **columns)
+
+    def cancelled(self, job: Job) -> None:
+        self.outcome = "cancelled while running"
+        self._sink.cancelled(job)
 
 
 def decode_trace_context(text: str | None) -> Mapping[str, str] | None:

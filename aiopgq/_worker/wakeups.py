@@ -1,8 +1,9 @@
 """Wakeups: everything that can give the fetcher a reason to claim again.
 
 A NOTIFY for one of our queues, a reconnected LISTEN, a freed slot, committed
-outcomes, a retry time coming due. The listener, dispatcher and completer signal
-here; only the fetcher waits. Wake-ups are hints: the claim statement decides.
+outcomes, a retry time coming due, a limit about to let a job through. The
+listener, dispatcher, completer and claims signal here; only the fetcher waits.
+Wake-ups are hints: the claim statement decides.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ class Wakeups:
             self._next_run_at = at
             self._wake.set()  # re-arm the sleep with the earlier deadline
 
+    def look_again_in(self, seconds: float) -> None:
+        """A limit holds jobs back until then (a rate limit's next token)."""
+        at = time.time() + seconds
+        known = self._next_run_at
+        if known is None or at < known or known <= time.time():
+            self._next_run_at = at
+
     # -- waiting (the fetcher) --------------------------------------------------------
 
     def take_to_drain(self, *, everything: bool = False) -> list[str]:
@@ -70,11 +78,25 @@ class Wakeups:
         """About to claim: hints from before the claim are answered by it."""
         self._wake.clear()
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep up to `seconds`, less if a wake-up comes."""
-        if seconds > 0 and not self._wake.is_set():
+    async def sleep(self, seconds: float, *, or_progress: bool = False) -> None:
+        """Sleep up to `seconds`, less if a wake-up comes (or, with `or_progress`, a job
+        of ours ends: a limit that held jobs back may let one through)."""
+        if seconds <= 0 or self._wake.is_set() or (or_progress and self._progress.is_set()):
+            return
+        if not or_progress:
             with anyio.move_on_after(seconds):
                 await self._wake.wait()
+            return
+        # Two waiters of our own: cancelling them afterwards touches nothing else.
+        waiters = [
+            asyncio.ensure_future(self._wake.wait()),
+            asyncio.ensure_future(self._progress.wait()),
+        ]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     def sleep_timeout(self, poll_interval: float) -> float:
         """How long an idle fetcher may sleep: the poll interval, or less when a retry

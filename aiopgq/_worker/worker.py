@@ -3,11 +3,10 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-heartbeat: extends leases of running jobs (saving the progress handlers reported) and
-keeps the registry row fresh; fence: stops the handlers whose leases it could not
-extend; maintenance: rescues, expires dead workers' rows, prunes; scheduler: enqueues
-the ticks of periodic tasks. With observers (metrics, tracing) the dispatcher tells
-them about each job; with a metrics port, /metrics.
+listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
+heartbeat: leases (saving reported progress; hearing of cancelled jobs), registry row;
+fence: stops handlers whose leases it could not renew; maintenance: rescues, expires
+dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
 from .contracts import QueueSpec
+from .control import Controls
 from .dispatcher import Dispatcher
 from .fetcher import Fetcher, FetchLoop
 from .handlers import make_handlers
@@ -41,10 +41,12 @@ from .holding import HoldingFetcher
 from .leases import Leases, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
+from .pauses import Pauses
 from .presence import Presence
 from .progress import ProgressBoard
 from .registration import register_tasks
 from .scheduler import Scheduler
+from .shutdown import fetch_until_stopped
 from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
@@ -235,9 +237,12 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
+        pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
+        await pauses.refresh(pool)  # before the first claim
         columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
-        claims = Claims(pool, sql, self.queues, self.id, completer, held_ids, leases, **columns)
-        listener = self._make_listener(wakeups) if self.listen and not burst else None
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns)
+        controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
+        listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -276,12 +281,13 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval)
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
             services.start_soon(run_heartbeat, *beat, leases, progress, presence)
             if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
                 vt, hb = self.visibility_timeout, self.heartbeat_interval
                 services.start_soon(run_fence, leases, dispatcher.running, dispatcher.fence, vt, hb)
             services.start_soon(self._maintain, pool)
+            services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
             schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
@@ -301,39 +307,16 @@ class Worker:
                     await listener.connected.wait()
             task_status.started()
             try:
-                await self._fetch_until_stopped(fetcher, claims, dispatcher, burst=burst)
+                grace = self.grace_period
+                await fetch_until_stopped(
+                    fetcher, claims, dispatcher, grace_period=grace, burst=burst
+                )
             finally:
                 # Also on cancellation: commit what finished, so it does not run again.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await completer.wait_idle()
                 services.cancel_scope.cancel()
         logger.info("worker %s stopped", self.id, extra={"worker": self.id})
-
-    async def _fetch_until_stopped(
-        self, fetcher: FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
-    ) -> None:
-        try:
-            try:
-                async with anyio.create_task_group() as drains:
-                    await fetcher.run(drains, burst=burst)
-                    drains.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await fetcher.hand_over()
-            finally:
-                await claims.drop_connection()
-            await self._drain(dispatcher)
-        finally:
-            # Grace period over, or cancelled from outside: give running jobs back.
-            if dispatcher.running:
-                logger.warning(
-                    "stopping: releasing %d running jobs to pending", len(dispatcher.running)
-                )
-            with anyio.CancelScope(shield=True):
-                await dispatcher.cancel_all()
-
-    async def _drain(self, dispatcher: Dispatcher) -> None:
-        with anyio.move_on_after(self.grace_period):
-            await dispatcher.wait_idle()
 
     async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
         from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
@@ -359,7 +342,7 @@ class Worker:
             ),
         )
 
-    def _make_listener(self, wakeups: Wakeups) -> Listener:
+    def _make_listener(self, wakeups: Wakeups, controls: Controls) -> Listener:
         dsn, kwargs = self.queue.connect_args()
         dsn = self.listen_dsn or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
@@ -367,7 +350,7 @@ class Worker:
         async def connect() -> asyncpg.Connection:
             return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
 
-        return Listener(connect, self.queue.sql, self.queues, wakeups)
+        return Listener(connect, self.queue.sql, self.queues, wakeups, controls=controls)
 
     # -- running in the background of an asyncio service ---------------------------
 

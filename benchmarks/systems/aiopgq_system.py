@@ -81,6 +81,12 @@ class AiopgqSystem(System):
         async with queue:
             await queue.set_notify(QUEUE_NAME, enabled)
 
+    async def configure_limits(self, **limits: Any) -> None:
+        """A queue limit through `Queue.configure` (trees with limits; the `limits` workload)."""
+        queue, _ = self.make_queue(pool_size=1)
+        async with queue:
+            await queue.configure(QUEUE_NAME, **limits)
+
     async def open_client(self, connections: int) -> None:
         self.queue, self.task = self.make_queue(pool_size=max(1, connections))
         await self.queue.open()

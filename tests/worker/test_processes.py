@@ -114,6 +114,8 @@ async def test_job_that_kills_its_worker_ends_failed_not_in_a_loop(
     assert final.status is JobStatus.FAILED
     assert final.attempts == 2
     assert final.last_error is not None and "lease expired" in final.last_error
+    assert [e.attempt for e in final.errors] == [1, 2]  # both lost attempts, in the history
+    assert all("lease expired" in e.error and e.worker for e in final.errors)
     assert await conn.fetchval(f"SELECT count(*) FROM {ledger}") == 2
 
 

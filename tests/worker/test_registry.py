@@ -17,7 +17,7 @@ from aiopgq._db.statements import render
 from ..helpers import eventually
 from .test_processes import cli, run_cli
 
-APP_TASKS = ["app.crash", "app.mail", "app.noop", "app.sleep"]
+APP_TASKS = ["app.crash", "app.mail", "app.noop", "app.sleep", "app.span"]
 
 
 @pytest.fixture
@@ -26,7 +26,8 @@ async def registered(dsn: str, queue: Queue, conn: asyncpg.Connection) -> AsyncI
     "emails" stay pending for the test to look at) has registered its tasks."""
     proc = cli(dsn, queue.schema, "worker", "tests.app:queue", "--queues", "default")
     try:
-        await eventually(lambda: conn.fetchval(f'SELECT count(*) = 4 FROM "{queue.schema}".tasks'))
+        registered = f'SELECT count(*) = {len(APP_TASKS)} FROM "{queue.schema}".tasks'
+        await eventually(lambda: conn.fetchval(registered))
         yield
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0

@@ -1,0 +1,139 @@
+"""`aiopgq jobs` and `aiopgq job`: jobs as an operator reads them, with their errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+
+from .._job import Job, JobStatus
+from .common import AddCommand, UsageError, queue_of
+
+_STATUSES = [status.value for status in JobStatus]
+
+
+def register(add: AddCommand) -> None:
+    jobs = add("jobs", "list the newest jobs with their last error")
+    jobs.add_argument(
+        "--status", choices=_STATUSES, help="only jobs in this status (default: any status)"
+    )
+    jobs.add_argument("--queue", help="only jobs of this queue (default: any queue)")
+    jobs.add_argument("--task", help="only jobs of this task (default: any task)")
+    jobs.add_argument("--limit", type=int, default=50, metavar="N", help="at most N jobs")
+    jobs.set_defaults(run=list_jobs)
+
+    job = add("job", "show one job in full: payload, attempts, errors, times, worker")
+    job.add_argument("id", type=int, metavar="ID", help="the job's id")
+    job.add_argument("--json", action="store_true", help="print it as one JSON object")
+    job.set_defaults(run=show_job)
+
+
+async def list_jobs(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    async with queue_of(args) as queue:
+        await queue.check_schema()
+        found = await queue.list_jobs(
+            status=args.status, queue=args.queue, task=args.task, limit=args.limit
+        )
+    print(f"{'id':>10} {'status':<9} {'queue':<14} {'task':<24} {'tries':>5} {'when':<19}  error")
+    for job in found:
+        when = job.finished_at or job.run_at
+        tries = f"{job.attempts}/{job.max_attempts}"
+        print(
+            f"{job.id:>10} {job.status.value:<9} {_cut(job.queue, 14):<14} "
+            f"{_cut(job.task, 24):<24} {tries:>5} {_time(when):<19}  {summary(job.last_error)}"
+        )
+    if not found:
+        print("(no jobs)")
+    return 0
+
+
+async def show_job(args: argparse.Namespace) -> int:
+    async with queue_of(args) as queue:
+        job = await queue.get_job(args.id)
+    if args.json:
+        print(json.dumps(as_dict(job), indent=2, default=str))
+        return 0
+    rows = [
+        ("id", job.id),
+        ("task", job.task),
+        ("queue", job.queue),
+        ("status", job.status.value),
+        ("priority", job.priority),
+        ("attempts", f"{job.attempts} of {job.max_attempts}"),
+        ("worker", _worker(job)),
+        ("created", _time(job.created_at)),
+        ("run at", _time(job.run_at)),
+        ("heartbeat", _time(job.heartbeat_at)),
+        ("finished", _time(job.finished_at)),
+        ("payload", json.dumps(job.payload, indent=2)),
+        ("result", "-" if job.result is None else json.dumps(job.result, indent=2)),
+    ]
+    for name, value in rows:
+        print(f"{name + ':':<11}{_indent(str(value))}")
+    print(f"errors:    {len(job.errors) or 'none'}")
+    for error in job.errors:
+        print(f"\n--- attempt {error.attempt}, {_time(error.at)}, worker {error.worker or '-'}")
+        print(error.error.rstrip())
+    if job.last_error and not job.errors:  # failed before the history existed
+        print(f"\n--- last error\n{job.last_error.rstrip()}")
+    return 0
+
+
+def as_dict(job: Job) -> dict[str, Any]:
+    """The job as JSON types (times as ISO 8601 text)."""
+    return {
+        "id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "status": job.status.value,
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "worker": job.locked_by,
+        "created_at": _iso(job.created_at),
+        "run_at": _iso(job.run_at),
+        "heartbeat_at": _iso(job.heartbeat_at),
+        "finished_at": _iso(job.finished_at),
+        "payload": job.payload,
+        "result": job.result,
+        "last_error": job.last_error,
+        "errors": [
+            {"at": _iso(e.at), "attempt": e.attempt, "worker": e.worker, "error": e.error}
+            for e in job.errors
+        ],
+    }
+
+
+def _worker(job: Job) -> str:
+    if job.locked_by:  # running, or cancelled while running
+        return job.locked_by
+    if job.errors and job.errors[-1].worker:
+        return f"{job.errors[-1].worker} (its last failed attempt)"
+    return "-"
+
+
+def summary(error: str | None, width: int = 70) -> str:
+    """The line of an error that says what happened (a traceback's last line)."""
+    if not error:
+        return ""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    return _cut(lines[-1] if lines else "", width)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _time(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n" + " " * 11)

@@ -1,0 +1,119 @@
+"""Pauses: which of the worker's queues are paused, so that its claims leave them out,
+and which have limits, so that its claims apply them (Queue.configure).
+
+The claim statement never reads the `queues` table: a worker keeps the paused set
+and the limited set here and claims only the queues not paused, the limited ones
+through the limited claim (claims.py rebuilds its queue lists when a set changes,
+which costs the claim nothing while no queue is paused or limited). The sets are
+learned
+  - when the worker starts, before its first claim;
+  - from the control NOTIFYs that `Queue.pause`, `Queue.resume` and `Queue.configure`
+    send (at once);
+  - when the LISTEN connection (re)connects (NOTIFYs may have been missed);
+  - every `refresh_interval` seconds (the worker uses half its poll interval), the
+    fallback that holds without a LISTEN connection (`listen=False`, burst mode, a
+    connection that died silently). So a claim that starts later than half a poll
+    interval plus one query after a pause leaves the queue out: within one poll
+    interval, in every case (a limit set or lifted likewise).
+A queue that is resumed wakes the fetcher, as a NOTIFY for it would.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import anyio
+import asyncpg
+
+from .._db.statements import Statements
+from .._db.transient import Backoff
+from .wakeups import Wakeups
+
+logger = logging.getLogger("aiopgq.worker")
+
+
+class Pauses:
+    def __init__(
+        self, sql: Statements, queues: Sequence[str], wakeups: Wakeups, *, refresh_interval: float
+    ) -> None:
+        self._sql = sql
+        self._queues = list(queues)
+        self._known = frozenset(queues)
+        self._wakeups = wakeups
+        self._refresh_interval = refresh_interval
+        self._paused: frozenset[str] = frozenset()
+        self._limited: frozenset[str] = frozenset()
+        self.version = 0  # bumped on every change of either set (claims.py watches it)
+        self._messages = 0  # control messages applied: a refresh that raced one is dropped
+        self._refresh_requested = anyio.Event()
+
+    @property
+    def paused(self) -> frozenset[str]:
+        return self._paused
+
+    @property
+    def limited(self) -> frozenset[str]:
+        """The worker's queues with limits (paused or not)."""
+        return self._limited
+
+    def active(self) -> list[str]:
+        """The worker's queues that are not paused, in the worker's order."""
+        return [q for q in self._queues if q not in self._paused]
+
+    def apply(self, queue: str, paused: bool) -> None:
+        """A pause or resume NOTIFY for `queue` (ignored unless it is one of ours)."""
+        if queue not in self._known:
+            return
+        self._messages += 1
+        self._set(self._paused | {queue} if paused else self._paused - {queue})
+
+    def refresh_soon(self) -> None:
+        """Read the paused set again now (the LISTEN connection was re-established)."""
+        self._refresh_requested.set()
+
+    async def refresh(self, pool: asyncpg.Pool) -> None:
+        """Read the paused set and the limited set from the database."""
+        messages = self._messages
+        async with pool.acquire() as conn:
+            paused = await conn.fetchval(self._sql.paused_queues, self._queues)
+            limited = frozenset(await conn.fetchval(self._sql.limited_queues, self._queues))
+        if limited != self._limited:
+            logger.info(
+                "queues with limits: %s",
+                ",".join(sorted(limited)) or "none",
+                extra={"queues": sorted(limited)},
+            )
+            self._limited = limited
+            self.version += 1
+        # A NOTIFY applied while we read is newer than (or as new as) what we read.
+        if messages == self._messages:
+            self._set(frozenset(paused))
+
+    async def run(self, pool: asyncpg.Pool) -> None:
+        """After the first refresh: refresh every `refresh_interval` seconds, or sooner
+        when asked; cancel to stop."""
+        backoff = Backoff(logger, "reading paused queues", consequence="will retry")
+        while True:
+            with anyio.move_on_after(self._refresh_interval):
+                await self._refresh_requested.wait()
+            self._refresh_requested = anyio.Event()
+            try:
+                await self.refresh(pool)
+            except Exception as exc:
+                backoff.failed(exc)  # the interval is the delay
+            else:
+                backoff.succeeded()
+
+    def _set(self, paused: frozenset[str]) -> None:
+        if paused == self._paused:
+            return
+        resumed = self._paused - paused
+        newly = paused - self._paused
+        self._paused = paused
+        self.version += 1
+        for queue in sorted(newly):
+            logger.info("queue %s is paused: not claiming its jobs", queue, extra={"queue": queue})
+        for queue in sorted(resumed):
+            logger.info("queue %s is resumed", queue, extra={"queue": queue})
+            self._wakeups.notified(queue)  # claim at once, and drain its skipped NOTIFYs

@@ -1,0 +1,41 @@
+-- Move up to $3 jobs of status $1 ('done', 'failed' or 'cancelled') that finished more
+-- than $2 seconds ago from jobs into jobs_archive, oldest first, in one statement: a
+-- reader sees each job in exactly one of the two. Rows that finished before $4 (the
+-- start of the status's oldest partition: older ones were dropped, so these rows are
+-- past their retention and the pruner deletes them) stay, and so does a done job that
+-- still holds its idempotency key (unique_for, job_keys: enqueue_unique reads the
+-- holder in jobs), as in prune.sql. The key rows and ticks of the moved jobs go, as
+-- the pruner's do. SKIP LOCKED: a row an operator is retrying waits for the next pass.
+-- The IN list proves the partial index's predicate for a generic plan too.
+WITH moved AS (
+    DELETE FROM {{schema}}.jobs
+    WHERE id IN (
+        SELECT j.id
+        FROM {{schema}}.jobs j
+        WHERE j.status = $1::text::{{schema}}.job_status
+          AND j.status IN ('done', 'failed', 'cancelled')
+          AND j.finished_at < now() - make_interval(secs => $2)
+          AND j.finished_at >= $4::timestamptz
+          AND NOT (j.status = 'done' AND j.idempotency_key IS NOT NULL AND EXISTS (
+              SELECT FROM {{schema}}.job_keys r
+              WHERE r.key = j.idempotency_key AND r.job_id = j.id
+                AND j.finished_at + r.unique_for > now()))
+        ORDER BY j.finished_at
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING *
+), archived AS (
+    INSERT INTO {{schema}}.jobs_archive
+    SELECT * FROM moved
+), keys_gone AS (
+    DELETE FROM {{schema}}.job_keys
+    WHERE key IN (
+        SELECT r.key FROM {{schema}}.job_keys r JOIN moved m ON r.key = m.idempotency_key
+        WHERE r.job_id = m.id
+        FOR UPDATE OF r SKIP LOCKED
+    )
+), ticks_gone AS (
+    DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM moved)
+)
+SELECT count(*) FROM moved;

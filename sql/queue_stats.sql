@@ -1,0 +1,42 @@
+-- Per queue: jobs runnable now, scheduled for later and running; the jobs that
+-- arrived, finished done and finished failed in the last $1 seconds; the age of the
+-- oldest runnable job; and whether the queue is paused. For live views (the
+-- dashboard): it reads the partial indexes only, never the whole table. A job created
+-- in the window is pending, running, or finished in the window, so the arrivals are
+-- counted from the same three index scans as the depth.
+WITH since AS (
+    SELECT now() - make_interval(secs => $1) AS at
+), recent AS (
+    SELECT queue, status, run_at, created_at, NULL::timestamptz AS finished_at
+    FROM {{schema}}.jobs WHERE status = 'pending'
+    UNION ALL
+    -- Every claimed row has a lease (heartbeat_at): jobs_running_idx.
+    SELECT queue, status, run_at, created_at, NULL
+    FROM {{schema}}.jobs WHERE heartbeat_at IS NOT NULL
+    UNION ALL
+    SELECT queue, status, run_at, created_at, finished_at
+    FROM {{schema}}.jobs
+    WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > (SELECT at FROM since)
+), per_queue AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS runnable,
+           count(*) FILTER (WHERE status = 'pending' AND run_at > now()) AS scheduled,
+           count(*) FILTER (WHERE status = 'running') AS running,
+           count(*) FILTER (WHERE created_at > (SELECT at FROM since)) AS arrived,
+           count(*) FILTER (WHERE status = 'done') AS done,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+           extract(epoch FROM now() - min(run_at) FILTER (
+               WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age
+    FROM recent
+    GROUP BY queue
+)
+SELECT coalesce(p.queue, q.queue) AS queue,
+       coalesce(p.runnable, 0) AS runnable, coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(p.running, 0) AS running, coalesce(p.arrived, 0) AS arrived,
+       coalesce(p.done, 0) AS done, coalesce(p.failed, 0) AS failed,
+       coalesce(p.cancelled, 0) AS cancelled, p.oldest_runnable_age,
+       coalesce(q.paused, false) AS paused
+FROM per_queue p
+FULL JOIN (SELECT queue, paused FROM {{schema}}.queues WHERE paused) AS q USING (queue)
+ORDER BY 1;
