@@ -91,6 +91,9 @@ class JobContext:
         self.result_text: str | None = None
         self.committed = False  # ctx.transaction() committed the job's `done`
         self.ended = False  # the handler returned or raised: the outcome is the worker's
+        # Its asyncio task was cancelled: a `def` handler's thread, which runs on, must go
+        # on seeing `cancelled` after the worker dropped its stop request.
+        self.stopped = False
         self._in_transaction = False
 
     def __repr__(self) -> str:
@@ -149,7 +152,7 @@ class JobContext:
         (`Queue.cancel`), its lease could not be renewed, or the worker is stopping past
         its grace period. An async handler is cancelled then as well; a `def` handler in
         its thread should check this and return."""
-        return self._services.cancel_requested(self.job)
+        return self.stopped or self._services.cancel_requested(self.job)
 
     @property
     def checkpoint(self) -> Any:

@@ -122,6 +122,7 @@ class Handlers:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
+            context.stopped = True
             if context.committed or settling.stopped(task, job, sink, context):
                 raise
         except BaseException as exc:
