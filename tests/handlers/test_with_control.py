@@ -219,3 +219,20 @@ async def test_the_dashboard_shows_progress_and_snoozes(queue: Queue) -> None:
     assert shown.status_code == 200
     assert "<dt>Progress</dt><dd>75 %</dd>" in shown.text
     assert "attempt 1 snoozed for 0 s" in shown.text
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_the_limited_claim_returns_the_checkpoint_last(
+    queue: Queue, conn: asyncpg.Connection, traced: bool
+) -> None:
+    await queue.configure("limited", concurrency=4)
+    job = await queue.enqueue("l.any", {}, queue="limited")
+    await conn.execute(
+        f'UPDATE "{queue.schema}".jobs SET metadata = $2::jsonb WHERE id = $1',
+        job.id,
+        json.dumps({"checkpoint": {"page": 7}}),
+    )
+    claim = queue.sql.limited_claim(traced=traced, checkpoint=True)
+    [row] = await conn.fetch(claim, ["limited"], 10, "a-worker", True, [], [], [])
+    assert row["id"] == job.id and json.loads(row[-1]) == {"page": 7}
+    assert len(row) == (11 if traced else 10)  # dequeue.sql's nine, then these
