@@ -4,7 +4,8 @@ listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (cla
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
 listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
-heartbeat: leases (hearing of cancelled jobs), registry row; maintenance: rescues, expires
+heartbeat: leases (saving reported progress; hearing of cancelled jobs), registry row;
+fence: stops handlers whose leases it could not renew; maintenance: rescues, expires
 dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
@@ -17,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import asyncpg
@@ -33,15 +34,20 @@ from .completer import Completer
 from .contracts import QueueSpec
 from .control import Controls
 from .dispatcher import Dispatcher
-from .fetcher import Fetcher
+from .fetcher import Fetcher, FetchLoop
+from .handlers import make_handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
+from .leases import Leases, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
 from .pauses import Pauses
 from .presence import Presence
+from .progress import ProgressBoard
 from .registration import register_tasks
 from .scheduler import Scheduler
+from .shutdown import fetch_until_stopped
+from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -136,7 +142,7 @@ class Worker:
         self._metrics_registry = metrics_registry
         self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._fetcher: _FetchLoop | None = None
+        self._fetcher: FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
         self._listener: Listener | None = None
         self._stop_requested = False
@@ -216,8 +222,16 @@ class Worker:
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
+        stops, leases, progress = StopRequests(), Leases(), ProgressBoard()
+        handlers = make_handlers(self.queue, pool, self.id, stops, progress, self.hold_transaction)
         dispatcher = Dispatcher(
-            self.queue.tasks, completer, wakeups, observer=observer, traced=traced
+            self.queue.tasks,
+            completer,
+            wakeups,
+            observer=observer,
+            traced=traced,
+            stops=stops,
+            handlers=handlers,
         )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
@@ -225,13 +239,14 @@ class Worker:
 
         pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
         await pauses.refresh(pool)  # before the first claim
-        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, traced=traced)
+        columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
+        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns)
         controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
         listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
-        fetcher: _FetchLoop
+        fetcher: FetchLoop
         if self.hold_transaction:
             fetcher = HoldingFetcher(
                 claims,
@@ -266,16 +281,11 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            services.start_soon(
-                run_heartbeat,
-                pool,
-                sql,
-                self.id,
-                held_ids,
-                self.heartbeat_interval,
-                dispatcher.cancel,
-                presence,
-            )
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
+            services.start_soon(run_heartbeat, *beat, leases, progress, presence)
+            if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
+                vt, hb = self.visibility_timeout, self.heartbeat_interval
+                services.start_soon(run_fence, leases, dispatcher.running, dispatcher.fence, vt, hb)
             services.start_soon(self._maintain, pool)
             services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
@@ -297,39 +307,16 @@ class Worker:
                     await listener.connected.wait()
             task_status.started()
             try:
-                await self._fetch_until_stopped(fetcher, claims, dispatcher, burst=burst)
+                grace = self.grace_period
+                await fetch_until_stopped(
+                    fetcher, claims, dispatcher, grace_period=grace, burst=burst
+                )
             finally:
                 # Also on cancellation: commit what finished, so it does not run again.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await completer.wait_idle()
                 services.cancel_scope.cancel()
         logger.info("worker %s stopped", self.id, extra={"worker": self.id})
-
-    async def _fetch_until_stopped(
-        self, fetcher: _FetchLoop, claims: Claims, dispatcher: Dispatcher, *, burst: bool
-    ) -> None:
-        try:
-            try:
-                async with anyio.create_task_group() as drains:
-                    await fetcher.run(drains, burst=burst)
-                    drains.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await fetcher.hand_over()
-            finally:
-                await claims.drop_connection()
-            await self._drain(dispatcher)
-        finally:
-            # Grace period over, or cancelled from outside: give running jobs back.
-            if dispatcher.running:
-                logger.warning(
-                    "stopping: releasing %d running jobs to pending", len(dispatcher.running)
-                )
-            with anyio.CancelScope(shield=True):
-                await dispatcher.cancel_all()
-
-    async def _drain(self, dispatcher: Dispatcher) -> None:
-        with anyio.move_on_after(self.grace_period):
-            await dispatcher.wait_idle()
 
     async def _start_metrics(self, services: TaskGroup, pool: asyncpg.Pool) -> None:
         from .exposition import MetricsServer  # prometheus-client: the `metrics` extra
@@ -390,11 +377,3 @@ class Worker:
         assert self._background is not None
         background, self._background = self._background, None
         return await background.__aexit__(exc_type, exc, tb)
-
-
-class _FetchLoop(Protocol):
-    """The lease-mode Fetcher or the HoldingFetcher."""
-
-    def stop(self) -> None: ...
-    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
-    async def hand_over(self) -> None: ...
