@@ -6,7 +6,6 @@ import os
 from typing import Any
 
 import anyio
-import asyncpg
 
 from ._core import QueueCore
 from ._errors import Error
@@ -57,8 +56,9 @@ class Results(QueueCore):
 
     @property
     def waiter_name(self) -> str:
-        """application_name of this queue's waiters' LISTEN connection (pg_stat_activity)."""
-        return f"aiopgq-waiter {os.getpid()} {self.schema}"[:63]
+        """application_name of the waiters' LISTEN connection (pg_stat_activity), shared by
+        every Queue of this process on the same database."""
+        return f"aiopgq-waiter {os.getpid()}"
 
     # The issue's API: a timeout argument, as asyncio.wait_for has (ASYNC109).
     async def result(self, job_id: int, timeout: float | None = None) -> Any:  # noqa: ASYNC109
@@ -72,7 +72,8 @@ class Results(QueueCore):
 
     async def wait_for_job(self, job_id: int, timeout: float | None = None) -> Job:  # noqa: ASYNC109
         """The job as it ended (done); JobFailed, JobCancelled, JobNotFound, or TimeoutError
-        after `timeout` seconds. Every waiter of this queue shares one LISTEN connection.
+        after `timeout` seconds. The waiters of every Queue of the process on one database
+        share one LISTEN connection.
 
         >>> job = await queue.wait_for_job(job_id, timeout=30)
         >>> job.status, job.result, job.finished_at
@@ -82,7 +83,7 @@ class Results(QueueCore):
             self._waiters = Waiters(
                 lambda: self.pool,
                 self.sql,
-                self._connect_waiters,
+                self._listen_args,
                 lambda: self.result_poll_interval,
             )
         try:
@@ -97,11 +98,12 @@ class Results(QueueCore):
             raise JobCancelled(job)
         return job
 
-    async def _connect_waiters(self) -> asyncpg.Connection:
+    def _listen_args(self) -> tuple[str | None, dict[str, Any]]:
+        """Where the waiters' LISTEN connection goes: Queues with equal ones share it."""
         dsn, kwargs = self.connect_args()
         dsn = self.result_listen_dsn or os.environ.get("AIOPGQ_LISTEN_DSN") or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.waiter_name}
-        return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
+        return dsn, {**kwargs, "server_settings": settings}
 
     async def _close_waiters(self) -> None:
         waiters, self._waiters = self._waiters, None

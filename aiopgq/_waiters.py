@@ -1,11 +1,12 @@
-"""Waiters: every queue.result() and job.wait() of one Queue, on one LISTEN connection.
+"""Waiters: every queue.result() and job.wait() of one Queue, read and marked together.
 
 A waiter marks its job `waited` (sql/watch_jobs.sql), so that the statement that ends
 the job announces it on the done channel, and reads it once (it may have ended
-already). Announced jobs are read back in one query per wake-up. Announcements are
-hints: while the LISTEN connection is down (lost, reconnecting) every waiting job is
-read every poll interval, once more as soon as LISTEN is back (what was announced
-meanwhile is gone), and every SAFETY_POLL seconds in any case.
+already). Announced jobs are read back in one query per wake-up. The announcements
+come over the process's shared LISTEN connection (_listen_hub.py), and are hints:
+while that connection is down (lost, reconnecting) every waiting job is read every
+poll interval, once more as soon as LISTEN is back (what was announced meanwhile is
+gone), and every SAFETY_POLL seconds in any case.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import asyncpg
@@ -22,11 +24,12 @@ from ._db.migrations import missing_schema_as_error
 from ._db.statements import Statements
 from ._db.transient import Backoff, is_transient
 from ._errors import JobNotFound, QueueNotOpen
+from ._listen_hub import ListenHub, listen_hub
 
 logger = logging.getLogger("aiopgq.queue")
 
 SAFETY_POLL = 30.0  # seconds between reads of every waiting job while LISTEN is healthy
-IDLE_TIMEOUT = 30.0  # with nobody waiting this long, the LISTEN connection is closed
+IDLE_TIMEOUT = 30.0  # with nobody waiting this long, leave the LISTEN connection
 
 
 class Waiters:
@@ -34,13 +37,14 @@ class Waiters:
         self,
         pool: Callable[[], asyncpg.Pool],
         sql: Statements,
-        connect: Callable[[], Awaitable[asyncpg.Connection]],
+        listen_args: Callable[[], tuple[str | None, dict[str, Any]]],
         poll_interval: Callable[[], float],
     ) -> None:
         self._pool = pool
         self._sql = sql
-        self._connect = connect
-        self._poll_interval = poll_interval
+        self._listen_args = listen_args  # where the LISTEN connection goes
+        self.poll_interval = poll_interval
+        self.channel = sql.done_channel
         self._futures: dict[int, list[asyncio.Future[asyncpg.Record]]] = {}
         self._unmarked: set[int] = set()  # waited for, not yet marked in the database
         self._announced: set[int] = set()  # announced on the done channel, not yet read
@@ -48,7 +52,7 @@ class Waiters:
         self._catch_up = True  # read every waiting job at the next turn
         self._listening = False
         self._task: asyncio.Task[None] | None = None
-        self.connects = 0  # LISTEN connections opened so far
+        self.hub: ListenHub | None = None  # the shared LISTEN connection last subscribed to
 
     @property
     def listening(self) -> bool:
@@ -119,29 +123,41 @@ class Waiters:
                 else:
                     future.set_result(row)
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+    # -- what the shared LISTEN connection tells (ListenHub's Subscriber) -----------------
+
+    def notified(self, payload: str) -> None:
         try:
-            job_id = int(str(payload))
+            job_id = int(payload)
         except ValueError:
             return
         if job_id in self._futures:
             self._announced.add(job_id)
             self._kick.set()
 
+    def listened_to(self, yes: bool) -> None:
+        self._listening = yes
+        self._catch_up = True  # what was announced before, or from now on, is missed
+        self._kick.set()
+
     # -- the service: one task while anybody waits ---------------------------------------
 
     async def _serve(self) -> None:
         while True:
             try:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._listen)
-                    await self._work()
-                    group.cancel_scope.cancel()
+                hub = self.hub = listen_hub(*self._listen_args())
+            except Exception as exc:  # e.g. an external pool closed meanwhile
+                self._fail_all(exc)
+                return
+            hub.subscribe(self)
+            try:
+                await self._work()
             finally:
                 self._listening = False
+                with anyio.CancelScope(shield=True):
+                    await hub.unsubscribe(self)
             if not self._futures:  # (no await since the check: nobody can come in between)
                 return
-            # Someone started waiting while the connection was being closed.
+            # Someone started waiting while we were leaving the connection.
 
     async def _work(self) -> None:
         backoff = Backoff(logger, "reading awaited jobs", consequence="retrying")
@@ -153,12 +169,12 @@ class Waiters:
                 idle_since = idle_since or time.monotonic()
                 left = idle_since + IDLE_TIMEOUT - time.monotonic()
                 if left <= 0:
-                    return  # nobody waited for a while: close the LISTEN connection
+                    return  # nobody waited for a while: leave the LISTEN connection
                 with anyio.move_on_after(left):
                     await self._kick.wait()
                 continue
             idle_since = None
-            interval = self._poll_interval()
+            interval = self.poll_interval()
             now = time.monotonic()
             every = interval if not self._listening else SAFETY_POLL
             poll_all = self._catch_up or now - last_poll >= every
@@ -202,48 +218,3 @@ class Waiters:
             with missing_schema_as_error(self._sql.schema):
                 rows = await conn.fetch(self._sql.finished_jobs, ids)
         self._resolve(rows)
-
-    async def _listen(self) -> None:
-        """Keep one LISTEN connection on the done channel; reconnect when it is lost."""
-        backoff = Backoff(logger, "LISTEN connection of waiters", consequence="polling meanwhile")
-        while True:
-            try:
-                conn = await self._connect()
-            except Exception as exc:
-                await anyio.sleep(backoff.failed(exc, retry_any=True))
-                continue
-            self.connects += 1
-            lost = asyncio.Event()
-            try:
-                conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
-                await conn.add_listener(self._sql.done_channel, self._on_notify)
-                backoff.succeeded()
-                self._listening = self._catch_up = True  # what was announced before is gone
-                self._kick.set()
-                await self._watch(conn, lost)
-            except Exception as exc:
-                logger.warning("LISTEN connection of waiters lost (%s); polling meanwhile", exc)
-            finally:
-                self._listening, self._catch_up = False, True
-                self._kick.set()
-                with anyio.CancelScope(shield=True):
-                    await _close_quietly(conn)
-
-    async def _watch(self, conn: asyncpg.Connection, lost: asyncio.Event) -> None:
-        """Return when the connection is lost, or does not answer a ping in time."""
-        while True:
-            interval = self._poll_interval()
-            with anyio.move_on_after(interval):
-                await lost.wait()
-            if lost.is_set() or conn.is_closed():
-                raise ConnectionError("the connection was closed")
-            with anyio.fail_after(interval):
-                await conn.execute("SELECT 1")
-
-
-async def _close_quietly(conn: asyncpg.Connection) -> None:
-    try:
-        with anyio.fail_after(2):
-            await conn.close()
-    except Exception:
-        conn.terminate()
