@@ -6,21 +6,26 @@
 """
 
 from ._archive import ArchiveLayout, ArchivePartition
+from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
+    Abort,
     ConfigurationError,
     EmbeddedServerError,
     Error,
     JobNotFound,
+    LeaseLost,
     QueueNotOpen,
     SchemaError,
+    Snooze,
     TaskNotFound,
 )
-from ._job import Job, JobError, JobStatus, current_job
+from ._job import Job, JobError, JobEvent, JobStatus, current_job
 from ._limits import QueueSettings
 from ._observer import Observer
 from ._overview import QueueStats
 from ._queue import Queue
+from ._results import JobCancelled, JobFailed
 from ._retry import Retry
 from ._supervisor import WorkerProcesses, run_workers
 from ._sync import SyncQueue
@@ -30,6 +35,7 @@ from ._version import __version__ as __version__
 from ._worker.worker import Worker
 
 __all__ = [
+    "Abort",
     "ArchiveLayout",
     "ArchivePartition",
     "ConfigurationError",
@@ -38,9 +44,15 @@ __all__ = [
     "EmbeddedServerError",
     "Error",
     "Job",
+    "JobCancelled",
+    "JobContext",
     "JobError",
+    "JobEvent",
+    "JobFailed",
     "JobNotFound",
     "JobStatus",
+    "Lease",
+    "LeaseLost",
     "Observer",
     "Queue",
     "QueueNotOpen",
@@ -48,6 +60,7 @@ __all__ = [
     "QueueStats",
     "Retry",
     "SchemaError",
+    "Snooze",
     "SyncQueue",
     "Task",
     "TaskNotFound",

@@ -77,6 +77,7 @@ class QueueCore:
         priority: int,
         timeout: float | None,
         retry: Retry | None,
+        max_snoozes: int = 100,
     ) -> Task[P, R]:
         """Make `func` a task of this queue (`@queue.task` and `@queue.periodic`)."""
         task_name = name or f"{func.__module__}.{func.__qualname__}"
@@ -91,6 +92,7 @@ class QueueCore:
             priority=priority,
             timeout=timeout,
             retry=retry or Retry(),
+            max_snoozes=max_snoozes,
         )
         self.tasks[task_name] = task
         return task

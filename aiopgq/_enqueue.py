@@ -11,7 +11,7 @@ import asyncpg
 
 from ._db.connection import Connection
 from ._db.statements import Statements
-from ._job import Job, build_jobs
+from ._job import Job, JobWaiter, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
@@ -141,10 +141,15 @@ async def insert_job(
 
 
 async def insert_batch(
-    conn: Connection, sql: Statements, batch: Batch, trace: str | None = None
+    conn: Connection,
+    sql: Statements,
+    batch: Batch,
+    trace: str | None = None,
+    owner: JobWaiter | None = None,
 ) -> list[Job]:
     """Insert every job of the batch in one statement (one JSON array parsed once);
-    `trace`: the trace context to store with each (JSON text; tracing only)."""
+    `trace`: the trace context to store with each (JSON text; tracing only); the Jobs'
+    wait() waits on `owner`."""
     opts = batch.options
     args: tuple[Any, ...] = (
         batch.task,
@@ -171,6 +176,7 @@ async def insert_batch(
         run_at=opts.run_at or created_at,
         created_at=created_at,
         max_attempts=opts.max_attempts,
+        _owner=owner,  # a key of the fields every job copies: no work per job
     )
 
 

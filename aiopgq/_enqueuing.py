@@ -23,14 +23,19 @@ from ._enqueue import (
     make_batch,
     resolve_options,
 )
+from ._hooks import Hooks
 from ._job import Job, build_job
 from ._observer import observe_enqueue
 from ._payload import encode_payload
 from ._registry import RegistryLookup
+from ._results import Results
 from ._unique import Unique, uniqueness
 
 
-class Enqueuing(RegistryLookup, Unique):
+class Enqueuing(RegistryLookup, Unique, Hooks, Results):
+    """The Jobs it returns can be awaited (Results: job.wait()), and the enqueue hooks
+    (Hooks) see them."""
+
     max_payload_bytes: int
 
     async def enqueue(
@@ -89,7 +94,7 @@ class Enqueuing(RegistryLookup, Unique):
             jobs, _ = await self._enqueue_unique(
                 task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
             )
-            return jobs[0]
+            return (await self._after_enqueue(jobs, owned=False))[0]
         with missing_schema_as_error(self.schema):
             if self._observer is None:
                 row = await self._run(
@@ -105,7 +110,7 @@ class Enqueuing(RegistryLookup, Unique):
                         enqueue_retry_for,
                     )
                     seen.job_ids = [row[0]]
-        return build_job(
+        job = build_job(
             id=row[0],
             task=task,
             queue=opts.queue,
@@ -114,7 +119,11 @@ class Enqueuing(RegistryLookup, Unique):
             run_at=row[1],
             created_at=row[2],
             max_attempts=opts.max_attempts,
+            _owner=self,  # Job.wait() waits here (_results.py)
         )
+        if self._enqueue_hooks:
+            await self._enqueued([job])
+        return job
 
     async def enqueue_many(
         self,
@@ -167,21 +176,26 @@ class Enqueuing(RegistryLookup, Unique):
                 connection,
                 enqueue_retry_for,
             )
-            return jobs
+            return await self._after_enqueue(jobs, owned=False)
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                return await self._run(
-                    connection, lambda conn: insert_batch(conn, self.sql, batch), enqueue_retry_for
-                )
-            count = len(batch.payloads)
-            with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
                 jobs = await self._run(
                     connection,
-                    lambda conn: insert_batch(conn, self.sql, batch, seen.trace),
+                    lambda conn: insert_batch(conn, self.sql, batch, owner=self),
                     enqueue_retry_for,
                 )
-                seen.job_ids = [job.id for job in jobs]
-            return jobs
+            else:
+                count = len(batch.payloads)
+                with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
+                    jobs = await self._run(
+                        connection,
+                        lambda conn: insert_batch(conn, self.sql, batch, seen.trace, self),
+                        enqueue_retry_for,
+                    )
+                    seen.job_ids = [job.id for job in jobs]
+        if self._enqueue_hooks:
+            await self._enqueued(jobs)
+        return jobs
 
     async def copy_many(
         self,
@@ -246,6 +260,15 @@ class Enqueuing(RegistryLookup, Unique):
                     lambda conn: copy_batch(conn, self.schema, batch, seen.trace),
                     enqueue_retry_for,
                 )
+
+    async def _after_enqueue(self, jobs: list[Job], *, owned: bool) -> list[Job]:
+        """`jobs` made awaitable (unless they were built so) and shown to the hooks."""
+        if not owned:
+            for job in jobs:
+                job.__dict__["_owner"] = self
+        if self._enqueue_hooks:
+            await self._enqueued(jobs)
+        return jobs
 
     async def _checked_batch(
         self,

@@ -41,3 +41,47 @@ class JobNotFound(Error):
 
 class EmbeddedServerError(Error):
     """The embedded PostgreSQL server could not be found, started or stopped."""
+
+
+class LeaseLost(Error):
+    """This run of the job no longer holds its lease (it expired and the job was rescued,
+    maybe claimed by another worker): `ctx.transaction()` rolled back instead of
+    committing, and a worker that cannot renew its leases cancels the handler.
+
+    >>> async with ctx.transaction() as conn: ...  # LeaseLost: nothing was committed
+    >>> "LeaseLost" in (await queue.get_job(job_id)).last_error  # a fenced run's error
+    """
+
+
+class Snooze(Error):
+    """Raise in a handler to put its job back for `seconds` without counting a failed
+    attempt; a job snoozes at most its task's `max_snoozes` times (default 100), after
+    which a snooze counts as a failed attempt.
+
+    >>> if not await upstream_ready():
+    ...     raise aiopgq.Snooze(30)  # run again in 30 s
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"Snooze(seconds): a number of seconds, got {seconds!r}")
+        if not 0 <= seconds <= 10 * 365 * 86400:
+            raise ValueError(f"Snooze(seconds): between 0 and 10 years, got {seconds}")
+        super().__init__(seconds)
+        self.seconds = float(seconds)
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.seconds:g} s"
+
+
+class Abort(Error):
+    """Raise in a handler to fail its job at once, with no retry left; the reason is
+    its last_error and goes into its history.
+
+    >>> if order.cancelled:
+    ...     raise aiopgq.Abort("order was cancelled")
+    """
+
+    def __init__(self, reason: str = "aborted") -> None:
+        super().__init__(reason)
+        self.reason = str(reason)

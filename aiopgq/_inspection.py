@@ -24,7 +24,8 @@ class Inspection(QueueCore):
                 row = await conn.fetchrow(self.sql.get_job, job_id)
         if row is None:
             raise self._not_found(job_id)
-        return job_from_record(row)
+        # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
+        return job_from_record(row, owner=self)  # type: ignore[arg-type]
 
     def _not_found(self, job_id: int) -> JobNotFound:
         return JobNotFound(
@@ -58,7 +59,7 @@ class Inspection(QueueCore):
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
                 rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before)
-        return [job_from_record(row) for row in rows]
+        return [job_from_record(row, owner=self) for row in rows]  # type: ignore[arg-type]
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -39,6 +39,28 @@ class JobError:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """A snooze or an abort in a job's history (`Job.history`, oldest first, the last 20).
+
+    >>> [(e.event, e.attempt, e.seconds or e.reason) for e in job.history]
+    """
+
+    event: str  # "snooze" or "abort"
+    at: datetime
+    attempt: int
+    worker: str | None
+    seconds: float | None = None  # a snooze's delay
+    reason: str | None = None  # an abort's reason
+    over_limit: bool = False  # a snooze past max_snoozes, counted as a failed attempt
+
+
+class JobWaiter(Protocol):
+    """Where Job.wait() waits: the aiopgq.Queue that returned the Job."""
+
+    async def wait_for_job(self, job_id: int, timeout: float | None) -> Job: ...
+
+
+@dataclass(frozen=True)
 class Job:
     """A job row.
 
@@ -63,6 +85,31 @@ class Job:
     finished_at: datetime | None = None
     errors: tuple[JobError, ...] = ()
     tick: datetime | None = None  # a periodic job's schedule time
+    progress: float | None = None
+    checkpoint: Any = None
+    history: tuple[JobEvent, ...] = ()
+
+    async def wait(self, timeout: float | None = None) -> Job:
+        """Wait until the job has ended and return it as it ended (`result` holds the
+        handler's return value); JobFailed, JobCancelled, or TimeoutError after `timeout`
+        seconds. For Jobs returned by enqueue and get_job.
+
+        >>> job = await add.enqueue(1, b=2)
+        >>> (await job.wait(timeout=30)).result
+        """
+        owner: JobWaiter | None = self.__dict__.get("_owner")
+        if owner is None:
+            raise RuntimeError(
+                f"job {self.id} was not returned by a Queue's enqueue or get_job, so it "
+                f"knows no queue to wait on: use `await queue.result({self.id})`"
+            )
+        return await owner.wait_for_job(self.id, timeout)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A pickled or copied Job leaves its queue (and the queue's pool) behind.
+        state = dict(self.__dict__)
+        state.pop("_owner", None)
+        return state
 
 
 _DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
@@ -102,9 +149,14 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
     return list(map(one, ids, payloads))
 
 
-def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
-    """A Job from a row of sql/get_job.sql (payload, result and errors as JSON text)."""
-    return build_job(
+def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None = None) -> Job:
+    """A Job from a row of sql/get_job.sql (payload, result, errors and metadata as JSON
+    text); `owner` is the queue its wait() waits on. A row without errors or metadata
+    (enqueue_unique.sql: a producer may not read those columns) makes a Job without
+    them."""
+    text = row.get("metadata")
+    metadata = {} if text is None else json.loads(text)
+    job = build_job(
         id=row["id"],
         queue=row["queue"],
         task=row["task"],
@@ -122,6 +174,28 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record) -> Job:
         finished_at=row["finished_at"],
         errors=errors_from_json(row.get("errors")),  # enqueue_unique's rows have none
         tick=row["tick"],
+        progress=metadata.get("progress"),
+        checkpoint=metadata.get("checkpoint"),
+        history=history_of(metadata.get("history") or ()),
+    )
+    if owner is not None:
+        job.__dict__["_owner"] = owner
+    return job
+
+
+def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
+    """The history in a job's metadata (see sql/migrations/0019_handlers.sql) as JobEvents."""
+    return tuple(
+        JobEvent(
+            event=str(entry["event"]),
+            at=datetime.fromtimestamp(float(entry["at"]), timezone.utc),
+            attempt=int(entry["attempt"]),
+            worker=entry.get("worker"),
+            seconds=entry.get("seconds"),
+            reason=entry.get("reason"),
+            over_limit=bool(entry.get("over_limit", False)),
+        )
+        for entry in entries
     )
 
 

@@ -34,9 +34,16 @@ def _has_nul(text: str) -> bool:
     return "\\u0000" in text and _JSON_NUL.search(text) is not None
 
 
-def check_signature(fn: Callable[..., Any], name: str) -> inspect.Signature:
-    """The signature of a task function, rejecting parameters a payload cannot carry."""
+def check_signature(
+    fn: Callable[..., Any], name: str, *, context: str | None = None
+) -> inspect.Signature:
+    """The signature of a task function as a payload binds it, rejecting parameters a
+    payload cannot carry; `context`, the parameter the worker fills with the JobContext,
+    is left out (enqueue neither asks for it nor accepts it)."""
     signature = inspect.signature(fn)
+    if context is not None:
+        kept = [p for p in signature.parameters.values() if p.name != context]
+        signature = signature.replace(parameters=kept)
     for param in signature.parameters.values():
         if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
             raise TypeError(

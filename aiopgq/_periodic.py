@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone, tzinfo
 from typing import Any, ParamSpec, TypeVar
 
+from ._context import context_parameter
 from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
 from ._errors import ConfigurationError
@@ -106,9 +107,10 @@ def _with_tick(fn: Callable[P, R], name: str, zone: tzinfo) -> Callable[..., Any
     """
     signature = inspect.signature(fn)
     declared = "tick" in signature.parameters
+    context = context_parameter(fn)  # filled by the worker, as for any task
     for param in signature.parameters.values():
         if (
-            param.name != "tick"
+            param.name not in ("tick", context)
             and param.default is param.empty
             and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL)
         ):

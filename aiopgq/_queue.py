@@ -138,8 +138,9 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         )
 
     async def close(self) -> None:
-        """Close the pool if this Queue created it."""
+        """Close the pool if this Queue created it (and stop waiting for jobs)."""
         self._registry_lock = None  # bound to this event loop
+        await self._close_waiters()
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -192,6 +193,7 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         priority: int = 0,
         timeout: float | None = None,
         retry: Retry | None = None,
+        max_snoozes: int = 100,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot match the typevars of overload 2
@@ -205,6 +207,7 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         priority: int = 0,
         timeout: float | None = None,
         retry: Retry | None = None,
+        max_snoozes: int = 100,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register an `async def` (run on the loop) or `def` (run in a thread) as a task.
 
@@ -221,6 +224,7 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
                 priority=priority,
                 timeout=timeout,
                 retry=retry,
+                max_snoozes=max_snoozes,
             )
 
         return register(fn) if fn is not None else register

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+from ._context import context_parameter
 from ._db.connection import Connection
 from ._enqueue import OnConflict, check_max_attempts, check_priority, check_queue_name
 from ._job import Job
@@ -94,6 +95,7 @@ class Task(Generic[P, R]):
         priority: int,
         timeout: float | None,
         retry: Retry,
+        max_snoozes: int = 100,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -104,7 +106,12 @@ class Task(Generic[P, R]):
             raise ValueError(f"task {name}: timeout must be > 0 seconds or None")
         self.timeout = timeout
         self.retry = retry
-        self.signature = check_signature(fn, name)
+        if isinstance(max_snoozes, bool) or not isinstance(max_snoozes, int) or max_snoozes < 0:
+            raise ValueError(f"task {name}: max_snoozes must be an int >= 0, got {max_snoozes!r}")
+        self.max_snoozes = max_snoozes
+        # The parameter annotated JobContext, filled by the worker, not by the payload.
+        self.context_parameter = context_parameter(fn)
+        self.signature = check_signature(fn, name, context=self.context_parameter)
         self.check_keywords = KeywordCheck.of(self.signature, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self._queue = queue

@@ -7,7 +7,8 @@
 -- {"cancel": id} (aiopgq/_worker/control.py), or else its next heartbeat (heartbeat.sql
 -- returns the cancelled jobs it still holds). locked_by stays: it names the worker that
 -- ran the job. FOR UPDATE waits for a claim or completion that holds the row, then
--- re-reads its status (so `was` is the status it had when cancelled).
+-- re-reads its status (so `was` is the status it had when cancelled). A job someone
+-- awaits is announced on the done channel (complete_done.sql).
 WITH target AS (
     SELECT id, status AS was
     FROM {{schema}}.jobs
@@ -18,7 +19,8 @@ WITH target AS (
     SET status = 'cancelled', finished_at = now(), heartbeat_at = NULL
     FROM target
     WHERE j.id = target.id
-    RETURNING j.id, j.task, j.queue, target.was
+    RETURNING j.id, j.task, j.queue, target.was,
+        CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
 )
 SELECT c.id IS NOT NULL AS cancelled, c.task, c.queue, c.was::text AS was,
        CASE WHEN c.was = 'running'

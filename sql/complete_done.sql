@@ -1,8 +1,15 @@
 -- Mark a batch of jobs done. $1 ids, $2 the attempt each was claimed with (the
 -- lease token: a job rescued and claimed again is not overwritten by its old
--- owner), $3 results as JSON text (NULL for none), $4 worker id.
-UPDATE {{schema}}.jobs j
-SET status = 'done', finished_at = now(), result = o.result::jsonb,
-    locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
-FROM unnest($1::bigint[], $2::int[], $3::text[]) AS o(id, attempt, result)
-WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4;
+-- owner), $3 results as JSON text (NULL for none), $4 worker id. A job someone awaits
+-- (`waited` in its metadata, see migration 0015) is announced on the done channel; for
+-- the others (metadata NULL) the RETURNING expression is one NULL test, and nothing
+-- goes to the client.
+WITH done AS (
+    UPDATE {{schema}}.jobs j
+    SET status = 'done', finished_at = now(), result = o.result::jsonb,
+        locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
+    FROM unnest($1::bigint[], $2::int[], $3::text[]) AS o(id, attempt, result)
+    WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4
+    RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
+)
+SELECT;

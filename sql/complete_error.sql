@@ -3,6 +3,8 @@
 -- at once, with no retry (it cannot run: unknown task, payload that does not fit
 -- the task, result that is not JSON). $1 ids, $2 attempts (lease token), $4 errors,
 -- $6 worker id. Each error also joins the job's history (push_error, migration 0011).
+-- A job that ends failed and that someone awaits (`waited` in its metadata) is
+-- announced on the done channel (the fourth column, always NULL).
 UPDATE {{schema}}.jobs j
 SET status = CASE
         WHEN o.final OR j.attempts >= j.max_attempts THEN 'failed'::{{schema}}.job_status
@@ -19,4 +21,6 @@ SET status = CASE
 FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::text[], $5::bool[])
     AS o(id, attempt, delay, error, final)
 WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $6
-RETURNING j.id, j.status::text, j.run_at;
+RETURNING j.id, j.status::text, j.run_at,
+    CASE WHEN j.metadata ? 'waited' AND j.status = 'failed'
+         THEN pg_notify({{done_channel}}, j.id::text) END;

@@ -7,7 +7,8 @@ SELECT * FROM (
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
             finished_at, errors::text,
-            (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick
+            (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick,
+            metadata::text
      FROM {{schema}}.jobs j
      WHERE status = 'failed' AND status IN ('done', 'failed', 'cancelled')
      ORDER BY finished_at DESC
@@ -15,7 +16,7 @@ SELECT * FROM (
     UNION ALL
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
-            finished_at, errors::text, NULL::timestamptz AS tick
+            finished_at, errors::text, NULL::timestamptz AS tick, metadata::text
      FROM {{schema}}.jobs_archive
      WHERE status = 'failed'
      ORDER BY id DESC

@@ -7,7 +7,8 @@ SELECT * FROM (
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
             finished_at, errors::text,
-            (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick
+            (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick,
+            metadata::text
      FROM {{schema}}.jobs j
      WHERE ($1::text IS NULL OR status = $1::text::{{schema}}.job_status)
        AND ($2::text IS NULL OR queue = $2::text) AND ($3::text IS NULL OR task = $3::text)
@@ -17,7 +18,7 @@ SELECT * FROM (
     UNION ALL
     (SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts,
             run_at, locked_at, locked_by, heartbeat_at, last_error, result::text, created_at,
-            finished_at, errors::text, NULL::timestamptz AS tick
+            finished_at, errors::text, NULL::timestamptz AS tick, metadata::text
      FROM {{schema}}.jobs_archive
      WHERE ($1::text IS NULL OR status = $1::text::{{schema}}.job_status)
        AND ($2::text IS NULL OR queue = $2::text) AND ($3::text IS NULL OR task = $3::text)

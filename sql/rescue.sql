@@ -1,6 +1,7 @@
 -- Jobs whose lease expired (no heartbeat for $1 seconds: their worker died) go
 -- back to pending, or to failed when the lost attempt was their last one. The
 -- attempt was counted at dequeue, so a job that kills its worker cannot loop.
+-- A job that ends failed and that someone awaits is announced (complete_error.sql).
 WITH expired AS (
     SELECT id, format('lease expired: worker %s sent no heartbeat for %s s (attempt %s of %s)',
                       locked_by, $1::float8, attempts, max_attempts) AS error
@@ -23,4 +24,6 @@ SET status = CASE WHEN j.attempts >= j.max_attempts
     locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.queue, j.task, j.status::text, j.last_error;
+RETURNING j.id, j.queue, j.task, j.status::text, j.last_error,
+    CASE WHEN j.metadata ? 'waited' AND j.status = 'failed'
+         THEN pg_notify({{done_channel}}, j.id::text) END;

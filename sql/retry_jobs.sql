@@ -1,5 +1,6 @@
 -- Put jobs $1 whose status is one of $2 (failed, or failed and cancelled) back to
--- pending as new: attempts reset, run now, no owner. Their errors stay in the
+-- pending as new: attempts and snoozes reset, run now, no owner (its checkpoint stays:
+-- the new run resumes from it). Their errors stay in the
 -- history (`errors`; a row failed before migration 0011 has only last_error, which
 -- joins it now); last_error stays the latest error. Wakes the workers of their
 -- queues on channel $3 (an UPDATE fires no insert trigger). Returns the ids retried.
@@ -24,7 +25,8 @@ WITH candidates AS (
             THEN {{schema}}.push_error(NULL, jsonb_build_object(
                 'at', extract(epoch FROM coalesce(j.finished_at, now())), 'attempt', j.attempts,
                 'worker', NULL, 'error', j.last_error))
-            ELSE j.errors END
+            ELSE j.errors END,
+        metadata = j.metadata - 'snoozes'  -- a new job snoozes max_snoozes times again
     FROM candidates
     WHERE j.id = candidates.id AND j.status = ANY($2::{{schema}}.job_status[])
     RETURNING j.id, j.queue

@@ -1,13 +1,17 @@
-"""A TCP proxy in front of the test server, to break connections on cue.
+"""A TCP proxy for tests (asyncio streams on 127.0.0.1) that breaks connections on cue,
+while the server behind it serves the other tests undisturbed.
 
-`FaultyProxy(upstream_host, upstream_port)` forwards bytes both ways, and on request:
-- `refuse()` closes every connection and refuses new ones until `accept()` (the server
-  seems down, though the real one serves the other tests undisturbed);
-- `lose_next_reply()`: the next bytes the server sends on any connection are dropped
-  and that connection is closed (the statement ran; its reply never arrives);
-- `linger_close(seconds)`: when the server closes a connection, its last bytes are
-  passed on at once but the close only `seconds` later (as when the client's loop
-  reads the server's goodbye before the end of the stream).
+`Proxy(dsn)` forwards bytes both ways; `proxy.dsn` is `dsn` with the proxy's address.
+- `partition()` / `heal()`: nothing passes either way, connections stay open (a network
+  partition), then everything flows again;
+- `cut()`: close every connection (the server or the network reset them);
+- `refuse()` / `accept()` (or the `refusing` flag): close every connection and refuse
+  new ones (the server seems down), then accept again;
+- `lose_next_reply()`: the next bytes the server sends on any connection are dropped and
+  that connection is closed (the statement ran; its reply never arrives);
+- `linger_close(seconds)`: when the server closes a connection, its last bytes are passed
+  on at once but the close only `seconds` later (as when the client's loop reads the
+  server's goodbye before the end of the stream).
 """
 
 from __future__ import annotations
@@ -17,44 +21,63 @@ import contextlib
 from urllib.parse import urlsplit, urlunsplit
 
 
-class FaultyProxy:
-    def __init__(self, upstream_dsn: str) -> None:
-        parts = urlsplit(upstream_dsn)
-        self._dsn_parts = parts
-        self._host = parts.hostname or "127.0.0.1"
-        self._port = parts.port or 5432
+class Proxy:
+    def __init__(self, dsn: str) -> None:
+        parts = urlsplit(dsn)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._dsn = parts
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._refusing = False
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self.refusing = False  # new connections are closed at once
         self._lose_reply = False
         self._linger = 0.0
-        self.port = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._pumps: set[asyncio.Task[None]] = set()
+        self.connections = 0
+
+    async def __aenter__(self) -> Proxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cut()
+        assert self._server is not None
+        self._server.close()
+        for pump in list(self._pumps):
+            pump.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
 
     @property
     def dsn(self) -> str:
-        """The upstream DSN with the proxy's address in place of the server's."""
-        parts = self._dsn_parts
-        user = f"{parts.username}@" if parts.username else ""
-        netloc = f"{user}127.0.0.1:{self.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-    async def __aenter__(self) -> FaultyProxy:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
         assert self._server is not None
-        self._server.close()
-        self._cut_all()
-        await self._server.wait_closed()
+        port = self._server.sockets[0].getsockname()[1]
+        netloc = self._dsn.netloc.rsplit("@", 1)
+        host = f"127.0.0.1:{port}"
+        return urlunsplit(
+            self._dsn._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
+        )
+
+    def partition(self) -> None:
+        """Nothing passes either way; connections stay open (a network partition)."""
+        self._flowing.clear()
+
+    def heal(self) -> None:
+        self._flowing.set()
+
+    def cut(self) -> None:
+        """Close every connection (the server or the network reset them)."""
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
 
     def refuse(self) -> None:
-        self._refusing = True
-        self._cut_all()
+        """Close every connection and refuse new ones until accept()."""
+        self.refusing = True
+        self.cut()
 
     def accept(self) -> None:
-        self._refusing = False
+        self.refusing = False
 
     def lose_next_reply(self) -> None:
         self._lose_reply = True
@@ -62,41 +85,37 @@ class FaultyProxy:
     def linger_close(self, seconds: float) -> None:
         self._linger = seconds
 
-    def _cut_all(self) -> None:
-        for writer in list(self._writers):
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
             writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        if self._refusing:
-            client_w.transport.abort()
             return
         try:
-            server_r, server_w = await asyncio.open_connection(self._host, self._port)
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:
-            client_w.transport.abort()
+            writer.transport.abort()
             return
-        self._writers |= {client_w, server_w}
-        upstream = asyncio.create_task(self._pipe(client_r, server_w, to_client=False))
-        downstream = asyncio.create_task(self._pipe(server_r, client_w, to_client=True))
-        try:
-            await asyncio.wait([upstream, downstream], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (upstream, downstream):
-                task.cancel()
-            for writer in (client_w, server_w):
-                self._writers.discard(writer)
-                writer.transport.abort()
+        self.connections += 1
+        self._writers.update((writer, up_writer))
+        for source, target, to_client in ((reader, up_writer, False), (up_reader, writer, True)):
+            pump = asyncio.ensure_future(self._pump(source, target, to_client=to_client))
+            self._pumps.add(pump)
+            pump.add_done_callback(self._pumps.discard)
 
-    async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, to_client: bool
+    async def _pump(
+        self, source: asyncio.StreamReader, target: asyncio.StreamWriter, *, to_client: bool
     ) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while data := await reader.read(65536):
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError, ConnectionError):
+            while data := await source.read(65536):
+                await self._flowing.wait()
+                if target.transport.is_closing():
+                    break
                 if to_client and self._lose_reply:
                     self._lose_reply = False
-                    return  # drop the reply, and the connection with it
-                writer.write(data)
-                await writer.drain()
-            if to_client and self._linger:
-                await asyncio.sleep(self._linger)  # the goodbye is through; the close waits
+                    break  # drop the reply, and the connection with it
+                target.write(data)
+                await target.drain()
+            else:
+                if to_client and self._linger:
+                    await asyncio.sleep(self._linger)  # the goodbye is through; the close waits
+        target.transport.abort()
+        self._writers.discard(target)

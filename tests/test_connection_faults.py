@@ -15,12 +15,12 @@ import pytest
 
 from aiopgq import ConfigurationError, Queue
 
-from .proxy import FaultyProxy
+from .proxy import Proxy
 
 
 @pytest.fixture
-async def proxy(dsn: str) -> AsyncIterator[FaultyProxy]:
-    async with FaultyProxy(dsn) as p:
+async def proxy(dsn: str) -> AsyncIterator[Proxy]:
+    async with Proxy(dsn) as p:
         yield p
 
 
@@ -28,13 +28,13 @@ async def rows(queue: Queue) -> int:
     return int(await queue.pool.fetchval(f'SELECT count(*) FROM "{queue.schema}".jobs'))
 
 
-def producer(proxy: FaultyProxy, queue: Queue, **options: object) -> Queue:
+def producer(proxy: Proxy, queue: Queue, **options: object) -> Queue:
     """A Queue on the schema of `queue`, through the proxy, with one pool connection."""
     return Queue(proxy.dsn, schema=queue.schema, min_pool_size=1, max_pool_size=1, **options)  # type: ignore[arg-type]
 
 
 async def test_pool_connection_closed_by_the_server_is_replaced_before_anything_is_sent(
-    proxy: FaultyProxy, queue: Queue, conn: asyncpg.Connection
+    proxy: Proxy, queue: Queue, conn: asyncpg.Connection
 ) -> None:
     # The server's goodbye (FATAL, terminating connection) reaches an idle pool
     # connection; the end of the stream comes later. Meanwhile the connection looked
@@ -54,7 +54,7 @@ async def test_pool_connection_closed_by_the_server_is_replaced_before_anything_
 
 
 async def test_enqueue_waits_out_a_database_it_cannot_reach(
-    proxy: FaultyProxy, queue: Queue, caplog: pytest.LogCaptureFixture
+    proxy: Proxy, queue: Queue, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with producer(proxy, queue, enqueue_retry_for=10) as p:
         await p.enqueue("t", {"i": 0})
@@ -77,7 +77,7 @@ async def test_enqueue_waits_out_a_database_it_cannot_reach(
 
 
 async def test_without_a_retry_time_enqueue_fails_at_once_and_a_call_can_ask_for_one(
-    proxy: FaultyProxy, queue: Queue
+    proxy: Proxy, queue: Queue
 ) -> None:
     async with producer(proxy, queue) as p:
         await p.enqueue("t", {"i": 0})
@@ -98,7 +98,7 @@ async def test_without_a_retry_time_enqueue_fails_at_once_and_a_call_can_ask_for
 
 
 async def test_retrying_gives_up_after_its_time_with_the_last_error(
-    proxy: FaultyProxy, queue: Queue
+    proxy: Proxy, queue: Queue
 ) -> None:
     async with producer(proxy, queue, enqueue_retry_for=1.0) as p:
         await p.enqueue("t", {"i": 0})
@@ -112,9 +112,7 @@ async def test_retrying_gives_up_after_its_time_with_the_last_error(
     assert await rows(queue) == 1
 
 
-async def test_an_insert_whose_reply_was_lost_is_not_sent_again(
-    proxy: FaultyProxy, queue: Queue
-) -> None:
+async def test_an_insert_whose_reply_was_lost_is_not_sent_again(proxy: Proxy, queue: Queue) -> None:
     # The insert committed; only its reply is lost. Sending it again would enqueue the
     # job twice: the error goes to the caller, who cannot know whether it committed.
     async with producer(proxy, queue, enqueue_retry_for=10) as p:
@@ -133,7 +131,7 @@ async def test_an_insert_whose_reply_was_lost_is_not_sent_again(
 
 
 async def test_a_keyed_insert_whose_reply_was_lost_is_retried_and_finds_its_job(
-    proxy: FaultyProxy, queue: Queue
+    proxy: Proxy, queue: Queue
 ) -> None:
     async with producer(proxy, queue, enqueue_retry_for=10) as p:
         await p.enqueue("t", {"i": 0}, idempotency_key="warm")
@@ -146,7 +144,7 @@ async def test_a_keyed_insert_whose_reply_was_lost_is_retried_and_finds_its_job(
 
 
 async def test_a_keyed_insert_that_could_not_return_its_own_job_is_not_sent_again(
-    proxy: FaultyProxy, queue: Queue
+    proxy: Proxy, queue: Queue
 ) -> None:
     # on_conflict="raise": sent again, the insert would find its own first job and raise
     # DuplicateJob; a batch with a job without a key would enqueue that job twice.
@@ -178,7 +176,7 @@ async def test_a_keyed_insert_that_could_not_return_its_own_job_is_not_sent_agai
     }
 
 
-async def test_task_shortcuts_take_the_retry_time(proxy: FaultyProxy, queue: Queue) -> None:
+async def test_task_shortcuts_take_the_retry_time(proxy: Proxy, queue: Queue) -> None:
     async with producer(proxy, queue) as p:
 
         @p.task(name="t")
@@ -209,7 +207,7 @@ async def test_retry_time_is_checked_and_refused_with_the_callers_connection(
 
 
 async def test_a_pool_with_a_minimum_size_logs_no_tracebacks_while_the_server_is_away(
-    proxy: FaultyProxy, queue: Queue, caplog: pytest.LogCaptureFixture
+    proxy: Proxy, queue: Queue, caplog: pytest.LogCaptureFixture
 ) -> None:
     # asyncpg 0.32 restores a pool's min_size in the background and logs every failed
     # try with a traceback ("Failed to restore the pool connection floor"), every 1-2 s.

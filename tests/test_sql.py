@@ -114,18 +114,18 @@ async def test_heartbeat_skips_rows_whose_outcome_is_being_written(dsn: str, que
     try:
         claimed = await completer.fetch(queue.sql.dequeue, "default", 2, "w")
         assert sorted(r["id"] for r in claimed) == ids
-        jobs_table = f'"{queue.schema}".jobs'
-        await heartbeat.execute(f"UPDATE {jobs_table} SET heartbeat_at = now() - interval '1 hour'")
         writing = completer.transaction()
         await writing.start()
         await completer.execute(queue.sql.complete_done, [ids[1]], [1], [None], "w")
         # ids[1] is locked by the completer's open write: the heartbeat must not wait.
-        cancelled = await heartbeat.fetchval(queue.sql.heartbeat, ids, "w", timeout=5)
-        assert cancelled == []
-        fresh = await heartbeat.fetch(
-            f"SELECT id FROM {jobs_table} WHERE heartbeat_at > now() - interval '1 minute'"
+        row = await heartbeat.fetchrow(queue.sql.heartbeat, ids, "w", timeout=5)
+        # The locked row is skipped: neither renewed nor lost (its lease counts on).
+        assert (row["renewed"], row["lost"], row["cancelled"]) == ([ids[0]], [], [])
+        # The same with progress reported for both (heartbeat_progress.sql).
+        row = await heartbeat.fetchrow(
+            queue.sql.heartbeat_progress, ids, "w", ids, [1, 1], [0.5, 0.5], [None, None], timeout=5
         )
-        assert [r["id"] for r in fresh] == [ids[0]]  # the locked row was skipped
+        assert (row["renewed"], row["lost"], row["cancelled"]) == ([ids[0]], [], [])
         await completer.execute(queue.sql.complete_done, [ids[0]], [1], [None], "w")
         await writing.commit()
         done = await heartbeat.fetchval(

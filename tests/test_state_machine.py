@@ -179,13 +179,21 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
 
         @rule(worker=st.sampled_from(WORKERS))
         def heartbeat(self, worker: str) -> None:
-            """A worker beats for the jobs it believes it runs: it hears of the cancelled ones."""
+            """A worker beats for the jobs it believes it runs: it renews the leases of those
+            still running as its own, and hears which are not (lost), and which of those
+            were cancelled."""
             held = sorted(
                 {i for i, j in self.jobs.items() if j.owner == worker}
                 | {i for w, i, _ in self.stale if w == worker}
             )
-            cancelled = run(conn.fetchval(sql.heartbeat, held, worker))
-            assert sorted(cancelled) == [i for i in held if self.jobs[i].status == "cancelled"]
+            row = run(conn.fetchrow(sql.heartbeat, held, worker))
+            ours = [
+                i for i in held if (self.jobs[i].status, self.jobs[i].owner) == ("running", worker)
+            ]
+            assert sorted(row["renewed"]) == ours
+            assert sorted(row["lost"]) == [i for i in held if i not in ours]
+            cancelled = [i for i in held if self.jobs[i].status == "cancelled"]
+            assert sorted(row["cancelled"]) == cancelled
 
         @precondition(
             lambda self: any(j.status in ("failed", "cancelled") for j in self.jobs.values())

@@ -62,7 +62,10 @@ def register(add: AddCommand) -> None:
     )
     enqueue.set_defaults(run=enqueue_job)
 
-    add("status", "job counts per queue and status").set_defaults(run=status)
+    add(
+        "status",
+        "job counts per queue and status, and the mean progress of running jobs that report it",
+    ).set_defaults(run=status)
 
 
 async def migrate(args: argparse.Namespace) -> int:
@@ -120,12 +123,13 @@ async def status(args: argparse.Namespace) -> int:
         await queue.check_schema()
         rows = await queue.status()
         paused = await queue.paused_queues()
-    print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16}")
+    print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16} {'progress':>9}")
     for row in rows:
-        age = row["oldest_runnable_age"]
+        age, progress = row["oldest_runnable_age"], row["progress"]
         print(
             f"{row['queue']:<20} {row['status']:<10} {row['jobs']:>10} "
-            f"{'' if age is None else f'{age:.1f} s':>16}"
+            f"{'' if age is None else f'{age:.1f} s':>16} "
+            f"{'' if progress is None else f'{progress:.0%}':>9}"
         )
     if not rows:
         print("(no jobs)")

@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .._job import Job, JobStatus
+from .._job import Job, JobEvent, JobStatus
 from .common import AddCommand, UsageError, queue_of
 
 _STATUSES = [status.value for status in JobStatus]
@@ -71,8 +71,13 @@ async def show_job(args: argparse.Namespace) -> int:
         ("payload", json.dumps(job.payload, indent=2)),
         ("result", "-" if job.result is None else json.dumps(job.result, indent=2)),
     ]
+    if job.progress is not None:  # reported by its handler (ctx.progress)
+        rows.append(("progress", f"{job.progress:.0%}"))
+        rows.append(("checkpoint", json.dumps(job.checkpoint, indent=2)))
     for name, value in rows:
         print(f"{name + ':':<11}{_indent(str(value))}")
+    for event in job.history:  # snoozes and aborts
+        print(f"{'event:':<11}{_event(event)}")
     print(f"errors:    {len(job.errors) or 'none'}")
     for error in job.errors:
         print(f"\n--- attempt {error.attempt}, {_time(error.at)}, worker {error.worker or '-'}")
@@ -104,7 +109,26 @@ def as_dict(job: Job) -> dict[str, Any]:
             {"at": _iso(e.at), "attempt": e.attempt, "worker": e.worker, "error": e.error}
             for e in job.errors
         ],
+        "progress": job.progress,
+        "checkpoint": job.checkpoint,
+        "history": [
+            {"event": e.event, "at": _iso(e.at), "attempt": e.attempt, "worker": e.worker}
+            | ({"seconds": e.seconds} if e.event == "snooze" else {"reason": e.reason})
+            | ({"over_limit": True} if e.over_limit else {})
+            for e in job.history
+        ],
     }
+
+
+def _event(event: JobEvent) -> str:
+    """A snooze or an abort, on one line."""
+    if event.event == "snooze":
+        what = f"snoozed for {event.seconds:g} s" + (
+            " (over max_snoozes)" if event.over_limit else ""
+        )
+    else:
+        what = f"aborted: {event.reason}"
+    return f"attempt {event.attempt} {what}, {_time(event.at)}, worker {event.worker or '-'}"
 
 
 def _worker(job: Job) -> str:

@@ -115,6 +115,7 @@ def _newer_message(schema: str, current: int) -> str:
 
 _MISSING_SCHEMA_ERRORS = (
     asyncpg.UndefinedTableError,
+    asyncpg.UndefinedColumnError,  # a column a later version adds
     asyncpg.UndefinedFunctionError,
     asyncpg.InvalidSchemaNameError,
     asyncpg.UndefinedObjectError,

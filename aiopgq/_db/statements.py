@@ -41,10 +41,17 @@ def _read(relative: str) -> str:
     return (SQL_DIR / relative).read_text(encoding="utf-8")
 
 
+def done_channel(schema: str) -> str:
+    """The channel on which finished jobs that someone awaits are announced (payload: the
+    job id); a channel name has at most 63 bytes, like a schema name."""
+    return f"{validate_identifier(schema)[:58]}:done"
+
+
 def render(relative: str, schema: str) -> str:
     """The statement in `sql/<relative>` with the (validated) schema name bound in."""
     # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
     text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
+    text = text.replace("{{done_channel}}", f"'{done_channel(schema)}'")
     return text.replace("{{schema}}", quote_identifier(schema))
 
 
@@ -66,6 +73,7 @@ class Statements:
         # The insert trigger notifies on a channel named after the schema (see
         # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
         self.channel = self.schema
+        self.done_channel = done_channel(schema)
         for name in (
             "dequeue",
             "dequeue_queues",
@@ -121,6 +129,11 @@ class Statements:
             "schedule_state",
             "take_ticks",
             "schedule_status",
+            "complete_special",
+            "heartbeat_progress",
+            "commit_done",
+            "watch_jobs",
+            "finished_jobs",
             "archive_state",
             "archive_extend",
             "archive_move",
@@ -144,20 +157,41 @@ class Statements:
     drop_key_index: str
     complete_done: str
 
-    def claim(self, *, several_queues: bool, completing: bool, traced: bool = False) -> str:
+    def claim(
+        self,
+        *,
+        several_queues: bool,
+        completing: bool,
+        traced: bool = False,
+        checkpoint: bool = False,
+    ) -> str:
         """The dequeue for one queue ($1 text) or several ($1 text[]); `completing`
         prepends the CTE that marks done the jobs riding along ($4-$6); `traced` returns
-        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing)."""
+        each job's trace_context (JSON text) as a tenth column (aiopgq.tracing);
+        `checkpoint` each job's saved state (JSON text) as the last column (workers whose
+        handlers take a JobContext or have middleware)."""
         statement = self.dequeue_queues if several_queues else self.dequeue
+        tail = "date_part('epoch', j.created_at);"
+        assert statement.rstrip().endswith(tail)  # both dequeue files end this way
         if traced:
-            tail = "date_part('epoch', j.created_at);"
-            assert statement.rstrip().endswith(tail)  # both dequeue files end this way
             statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
+        if checkpoint:
+            statement = statement.rstrip()[:-1] + ", (j.metadata->'checkpoint')::text;\n"
         if not completing:
             return statement
         head = "WITH next AS ("
         assert head in statement  # both dequeue files start their CTEs this way
         return statement.replace(head, f"WITH {self.dequeue_completing.strip()},\nnext AS (", 1)
+
+    def limited_claim(self, *, traced: bool, checkpoint: bool) -> str:
+        """The claim of limited queues (sql/dequeue_limited.sql), with the trace context
+        (`traced`) and each job's saved state (`checkpoint`) as claim() adds them."""
+        statement = self.dequeue_limited_traced if traced else self.dequeue_limited
+        if not checkpoint:
+            return statement
+        head, sep, tail = statement.partition("\nFROM ")
+        assert sep and head.endswith("c.created_at" + (", c.trace_context" if traced else ""))
+        return f"{head}, c.checkpoint{sep}{tail}"
 
     complete_error: str
     release: str
@@ -201,6 +235,11 @@ class Statements:
     schedule_state: str
     take_ticks: str
     schedule_status: str
+    complete_special: str
+    heartbeat_progress: str
+    commit_done: str
+    watch_jobs: str
+    finished_jobs: str
     archive_state: str
     archive_extend: str
     archive_move: str

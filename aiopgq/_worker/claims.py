@@ -19,6 +19,7 @@ connection can always be asked `is_closed()`, and is replaced at once when it is
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ import asyncpg
 from .._db.connection import Connection, close_quietly
 from .._db.statements import Statements
 from .completer import Completer, Outcomes
+from .leases import Leases
 from .pauses import Pauses
 from .wakeups import Wakeups
 
@@ -43,8 +45,10 @@ class Claims:
         completer: Completer,
         held_ids: Callable[[], list[int]],
         wakeups: Wakeups,
+        leases: Leases,
         *,
         traced: bool = False,
+        checkpoint: bool = False,
     ) -> None:
         self._connect = connect
         self._sql = sql
@@ -53,8 +57,12 @@ class Claims:
         self._held_ids = held_ids  # jobs this worker runs or has not yet committed
         self._pauses = pauses
         self._wakeups = wakeups
-        self._traced = traced  # rows carry each job's trace_context as a tenth column
-        self._claim_limited_sql = sql.dequeue_limited_traced if traced else sql.dequeue_limited
+        self._leases = leases
+        # Extra columns: `traced` each job's trace context (a tenth column), `checkpoint`
+        # its saved state (the last; workers whose handlers take a JobContext or have
+        # middleware).
+        self._extra = {"traced": traced, "checkpoint": checkpoint}
+        self._claim_limited_sql = sql.limited_claim(traced=traced, checkpoint=checkpoint)
         self._version = -1  # of the sets (pauses.py) the targets below were chosen for
         self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
         self._claim = self._claim_completing = ""
@@ -90,18 +98,22 @@ class Claims:
             return []  # every queue is paused
         self.count += 1
         riding = self._completer.take_done()
+        sent = time.monotonic()  # the leases of the jobs claimed start after this
         try:
             if self._limited:
                 rows = await self._claim_limited(conn, limit, riding, wait=not held)
                 self._completer.landed(riding, committed=True)
                 riding = Outcomes()
-                if len(rows) >= limit or self._queues_arg is None:
-                    return rows
-                return rows + await self._claim_plain(conn, limit - len(rows), riding)
-            return await self._claim_plain(conn, limit, riding)
+                if len(rows) < limit and self._queues_arg is not None:
+                    rows += await self._claim_plain(conn, limit - len(rows), riding)
+            else:
+                rows = await self._claim_plain(conn, limit, riding)
         except BaseException:
             self._completer.landed(riding, committed=False)
             raise
+        if rows:
+            self._leases.claimed(sent)
+        return rows
 
     async def _claim_plain(
         self, conn: Connection, limit: int, riding: Outcomes
@@ -157,11 +169,9 @@ class Claims:
         self._limited = [q for q in active if q in limited]
         plain = [q for q in active if q not in limited]
         several = len(plain) > 1
-        traced = self._traced
-        self._claim = self._sql.claim(several_queues=several, completing=False, traced=traced)
-        self._claim_completing = self._sql.claim(
-            several_queues=several, completing=True, traced=traced
-        )
+        extra = self._extra
+        self._claim = self._sql.claim(several_queues=several, completing=False, **extra)
+        self._claim_completing = self._sql.claim(several_queues=several, completing=True, **extra)
         self._queues_arg = (list(plain) if several else plain[0]) if plain else None
         self._version = self._pauses.version
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import asyncpg
@@ -16,6 +16,7 @@ from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._job import Job
+from .special import SpecialOutcomes
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.completer")
@@ -29,6 +30,7 @@ class Sink(Protocol):
     def done(self, job: Job, result: str | None) -> None: ...
     def error(self, job: Job, delay: float, error: str, final: bool) -> None: ...
     def release(self, job: Job) -> None: ...
+    def special(self, job: Job, kind: str, **columns: Any) -> None: ...
     def cancelled(self, job: Job) -> None: ...  # cancelled while it ran: no write
 
 
@@ -46,12 +48,15 @@ class Outcomes:
         self.error_final: list[bool] = []
         self.release_ids: list[int] = []
         self.release_attempts: list[int] = []
+        self.specials: SpecialOutcomes | None = None  # made by the first special outcome
 
     def __len__(self) -> int:
-        return len(self.done_ids) + len(self.error_ids) + len(self.release_ids)
+        count = len(self.done_ids) + len(self.error_ids) + len(self.release_ids)
+        return count if self.specials is None else count + len(self.specials)
 
     def ids(self) -> list[int]:
-        return self.done_ids + self.error_ids + self.release_ids
+        ids = self.done_ids + self.error_ids + self.release_ids
+        return ids if self.specials is None else ids + self.specials.ids
 
     def done(self, job: Job, result: str | None) -> None:
         self.done_ids.append(job.id)
@@ -69,11 +74,17 @@ class Outcomes:
         self.release_ids.append(job.id)
         self.release_attempts.append(job.attempts)
 
+    def special(self, job: Job, kind: str, **columns: Any) -> None:
+        """A snooze, an abort, or an outcome with progress (see special.py)."""
+        if self.specials is None:
+            self.specials = SpecialOutcomes()
+        self.specials.add(job, kind, **columns)
+
     def cancelled(self, job: Job) -> None:
         """Nothing to write: cancel.sql made the job cancelled already."""
 
     async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
-        """Apply every outcome (at most three statements); returns retry times scheduled."""
+        """Apply every outcome (at most four statements); returns retry times scheduled."""
         retry_times: list[datetime] = []
         if self.done_ids:
             await conn.execute(
@@ -94,6 +105,8 @@ class Outcomes:
             await conn.execute(
                 sql.release, self.release_ids, self.release_attempts, worker_id, sql.channel
             )
+        if self.specials:
+            retry_times += await self.specials.write(conn, sql, worker_id)
         return retry_times
 
 
@@ -153,6 +166,10 @@ class Completer:
 
     def release(self, job: Job) -> None:
         self._buffer.release(job)
+        self._added()
+
+    def special(self, job: Job, kind: str, **columns: Any) -> None:
+        self._buffer.special(job, kind, **columns)
         self._added()
 
     def cancelled(self, job: Job) -> None:

@@ -6,12 +6,13 @@ hands itself to the worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 import asyncpg
 
+from .._context import Middleware
 from .._db.statements import Statements
 from .._job import Job
 from .._payload import KeywordCheck
@@ -43,6 +44,10 @@ class TaskSpec(Protocol):
     def priority(self) -> int: ...
     @property
     def max_attempts(self) -> int: ...
+    @property
+    def context_parameter(self) -> str | None: ...  # the JobContext parameter, if any
+    @property
+    def max_snoozes(self) -> int: ...
 
 
 class JobObservation(Protocol):
@@ -106,6 +111,8 @@ class QueueSpec(Protocol):
     def observer(self) -> JobObserver | None: ...
     @property
     def is_open(self) -> bool: ...
+    @property
+    def middlewares(self) -> Sequence[Middleware]: ...
     async def open(self, *, retry_for: float = 0.0) -> None: ...
     async def close(self) -> None: ...
     async def check_schema(self) -> None: ...

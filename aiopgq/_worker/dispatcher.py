@@ -6,7 +6,6 @@ import asyncio
 import functools
 import logging
 import time
-import traceback
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -14,32 +13,32 @@ from typing import Any
 import anyio
 import asyncpg
 
+from .._context import JobContext
+from .._errors import LeaseLost
 from .._job import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
 from .completer import Completer, Sink
 from .contracts import JobObserver, TaskSpec
-from .observing import ObservedSink, decode_trace_context
+from .failures import (
+    CancelledFromInside,
+    fail_now,
+    job_fields,
+    report_failure,
+    unknown_task_message,
+    unstorable_result,
+)
+from .handlers import Handlers
+from .observing import LoggedSink, ObservedSink, decode_trace_context
+from .stops import StopRequests
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
 
-_MAX_ERROR_CHARS = 8000
-
 # Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
 JOB_TASK_PREFIX = "aiopgq job "
 
-
-def describe_error(exc: BaseException) -> str:
-    """Exception type, message and traceback, trimmed for the last_error column."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if len(text) > _MAX_ERROR_CHARS:  # the head says where, the tail what
-        cut = "\n...\n"
-        text = text[:1000] + cut + text[-(_MAX_ERROR_CHARS - 1000 - len(cut)) :]
-    return text
-
-
 # _run or _run_logged, chosen once per batch.
-_Run = Callable[[Job, str, Sink], Coroutine[Any, Any, None]]
+_Run = Callable[..., Coroutine[Any, Any, None]]
 
 
 class Dispatcher:
@@ -49,7 +48,9 @@ class Dispatcher:
     DEBUG on, each job's start and end too. Whether DEBUG is on is asked once per
     batch: with it off, a job costs nothing more. With an `observer` (metrics, tracing),
     each job's task tells it when the job starts and how it ended; the claimed rows then
-    carry the trace context as a tenth column when `traced`.
+    carry the trace context as a tenth column when `traced`. With `handlers`, jobs of
+    tasks that take a JobContext, or of a queue with middleware, run through them; the
+    claimed rows then carry each job's checkpoint as their last column.
     """
 
     def __init__(
@@ -60,6 +61,8 @@ class Dispatcher:
         *,
         observer: JobObserver | None = None,
         traced: bool = False,
+        stops: StopRequests | None = None,
+        handlers: Handlers | None = None,
     ) -> None:
         self._tasks = tasks
         self._completer = completer
@@ -69,9 +72,14 @@ class Dispatcher:
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self.releasing = False  # set at the shutdown deadline: cancelled jobs go back to pending
+        self._stops = stops or StopRequests()
+        self._handlers = handlers
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
-        self._cancelling: dict[int, Job] = {}  # runs stopped by cancel(), by job id
+
+    @property
+    def releasing(self) -> bool:
+        """Set at the shutdown deadline: cancelled jobs go back to pending."""
+        return self._stops.all
 
     def start(
         self, rows: list[asyncpg.Record], sink: Sink | None = None
@@ -79,8 +87,8 @@ class Dispatcher:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
         target = sink if sink is not None else self._completer
         run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
-        if self._observer is not None:  # per batch: the loop below stays as it was
-            return self._start_observed(rows, target, self._observer, run)
+        if self._observer is not None or self._handlers is not None:  # per batch: the
+            return self._start_extended(rows, target, run)  # loop below stays as it was
         if rows:
             self._idle.clear()
         started = []
@@ -109,40 +117,59 @@ class Dispatcher:
         """Stop the handlers of these jobs, which were cancelled in the database
         (cancel.sql): their runs write no outcome. Jobs we do not run are ignored.
         Returns how many handlers were stopped."""
-        cancelling = self._cancelling
-        for job_id in [i for i, job in cancelling.items() if self.running.get(i) is not job]:
-            del cancelling[job_id]  # their runs ended before the cancellation reached them
+        stops = self._stops
+        stops.forget_ended(self.running)
         stopped = 0
         for job_id in job_ids:
             job, task = self.running.get(job_id), self._job_tasks.get(job_id)
-            if job is None or task is None or cancelling.get(job_id) is job:
+            if job is None or task is None or stops.cancelling.get(job_id) is job:
                 continue
-            cancelling[job_id] = job
+            stops.cancelling[job_id] = job
             task.cancel()
             stopped += 1
         return stopped
 
-    def _start_observed(
-        self, rows: list[asyncpg.Record], sink: Sink, observer: JobObserver, run: _Run
+    def fence(self, job_id: int, reason: str) -> None:
+        """Cancel a running job whose lease this worker could not renew (leases.py); it
+        ends with LeaseLost as its error, if that can still be written."""
+        stops = self._stops
+        job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+        if job is None or task is None or stops.stopping(job) or job_id in stops.settled:
+            return
+        stops.forget_ended(self.running)
+        logger.warning("job %s: %s", job_id, reason, extra=job_fields(job))
+        stops.fenced[job_id] = (job, reason)
+        task.cancel()
+
+    def _start_extended(
+        self, rows: list[asyncpg.Record], sink: Sink, run: _Run
     ) -> list[asyncio.Task[None]]:
-        """start(), with each job run by _run_observed."""
+        """start(), with an observer (each job run by _run_observed) and/or handlers (each
+        job of a task they want run through them): the rows have more columns, the trace
+        context (traced) and the checkpoint (handlers), in that order."""
+        observer, handlers, traced = self._observer, self._handlers, self._traced
         if rows:
             self._idle.clear()
         started = []
         instants: dict[float, datetime] = {}
         create_task = asyncio.get_running_loop().create_task
         for row in rows:
-            if self._traced:
-                job, payload = job_from_claimed_row(row[:9], instants)
-                trace = decode_trace_context(row[9])
-            else:
-                job, payload = job_from_claimed_row(row, instants)
-                trace = None
+            job, payload = job_from_claimed_row(row[:9], instants)
+            trace = decode_trace_context(row[9]) if traced else None
+            checkpoint, handled = None, None
+            if handlers is not None:
+                checkpoint = row[-1]
+                handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
             if job.id in self._job_tasks:  # we still run this job: see start()
                 self.cancel([job.id])
             self.running[job.id] = job
-            observed = self._run_observed(job, payload, sink, observer, trace, run)
-            task = create_task(observed, name=f"{JOB_TASK_PREFIX}{job.id}")
+            if observer is None:
+                job_run = run(job, payload, sink, handled, checkpoint)
+            else:
+                job_run = self._run_observed(
+                    job, payload, sink, observer, trace, run, handled, checkpoint
+                )
+            task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
             self._job_tasks[job.id] = task
             started.append(task)
         return started
@@ -155,6 +182,8 @@ class Dispatcher:
         observer: JobObserver,
         trace: Mapping[str, str] | None,
         run: _Run,
+        handlers: Handlers | None,
+        checkpoint: str | None,
     ) -> None:
         # Called inside the job's own task: what the observer sets in the context (the
         # current span) is seen by the handler, and by no other job.
@@ -164,17 +193,17 @@ class Dispatcher:
             logger.exception("an observer failed at the start of job %s", job.id)
             observation = None
         if observation is None:
-            await run(job, payload_text, sink)
+            await run(job, payload_text, sink, handlers, checkpoint)
             return
         observed = ObservedSink(sink, observation)
         try:
-            await run(job, payload_text, observed)
+            await run(job, payload_text, observed, handlers, checkpoint)
         finally:
             observed.settle()
 
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
-        self.releasing = True
+        self._stops.all = True
         tasks = list(self._job_tasks.values())
         for task in tasks:
             task.cancel()
@@ -184,11 +213,43 @@ class Dispatcher:
         """Return when no job is running."""
         await self._idle.wait()
 
-    async def _run(self, job: Job, payload_text: str, sink: Sink) -> None:
+    def stopped(
+        self, task: TaskSpec, job: Job, sink: Sink, context: JobContext | None = None
+    ) -> bool:
+        """The run's asyncio task was cancelled: report how it ended (its job cancelled:
+        nothing to write; the worker stopping: released; fenced or cancelled from inside:
+        a failed attempt). True when the CancelledError must propagate."""
+        stops = self._stops
+        if stops.cancelling.get(job.id) is job:
+            del stops.cancelling[job.id]
+            logger.info(
+                "job %s (%s) cancelled while running", job.id, job.task, extra=job_fields(job)
+            )
+            sink.cancelled(job)  # nothing to write: the database says cancelled already
+            return False
+        if stops.all:
+            sink.release(job)
+            return True
+        fenced = stops.fenced.get(job.id)
+        if fenced is not None and fenced[0] is job:
+            del stops.fenced[job.id]
+            report_failure(task, job, LeaseLost(fenced[1]), sink, context)
+        else:
+            report_failure(task, job, CancelledFromInside(), sink, context)
+        return False
+
+    async def _run(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Sink,
+        handlers: Handlers | None = None,
+        checkpoint: str | None = None,
+    ) -> None:
         task = self._tasks.get(job.task)
         try:
             if task is None:
-                _fail_now(job, _unknown_task_message(job, self._tasks), sink)
+                fail_now(job, unknown_task_message(job, self._tasks), sink)
                 return
             try:
                 payload = decode_payload(payload_text)
@@ -201,9 +262,12 @@ class Dispatcher:
                     f"job {job.id} of task {job.task} cannot run: its payload does not match "
                     f"the task's arguments ({exc}); fix the producer and enqueue it again"
                 )
-                _fail_now(job, message, sink)
+                fail_now(job, message, sink)
                 return
-            await self._call(task, job, arguments, sink)
+            if handlers is None:
+                await self._call(task, job, arguments, sink)
+            else:
+                await handlers.call(self, task, job, arguments, sink, checkpoint)
         except Exception:  # a bug of ours: _call reports the job's own exceptions
             logger.exception("aiopgq internal error in job %s", job.id)
         finally:
@@ -217,9 +281,16 @@ class Dispatcher:
                 self._idle.set()
             self._slot_freed()
 
-    async def _run_logged(self, job: Job, payload_text: str, sink: Sink) -> None:
+    async def _run_logged(
+        self,
+        job: Job,
+        payload_text: str,
+        sink: Sink,
+        handlers: Handlers | None = None,
+        checkpoint: str | None = None,
+    ) -> None:
         """_run with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
-        extra = _fields(job)
+        extra = job_fields(job)
         logger.debug(
             "job %s (%s) started on queue %s, attempt %s/%s",
             job.id,
@@ -229,10 +300,10 @@ class Dispatcher:
             job.max_attempts,
             extra=extra,
         )
-        observed = _Observed(sink)
+        observed = LoggedSink(sink)
         started = time.monotonic()
         try:
-            await self._run(job, payload_text, observed)
+            await self._run(job, payload_text, observed, handlers, checkpoint)
         finally:
             logger.debug(
                 "job %s (%s) ended after %.3f s: %s",
@@ -244,7 +315,7 @@ class Dispatcher:
             )
 
     async def _call(self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Sink) -> None:
-        job = _with_payload(job, arguments)
+        object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
         token = _current_job.set(job)
         try:
             if task.timeout is None:  # the common case: no cancel scope to set up
@@ -258,103 +329,19 @@ class Dispatcher:
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
         except asyncio.CancelledError:
-            if self._cancelling.get(job.id) is job:
-                del self._cancelling[job.id]
-                logger.info(
-                    "job %s (%s) cancelled while running",
-                    job.id,
-                    job.task,
-                    extra={"job_id": job.id, "task": job.task, "queue": job.queue},
-                )
-                sink.cancelled(job)  # nothing to write: the database says cancelled already
-                return
-            if self.releasing:
-                sink.release(job)
+            if self.stopped(task, job, sink):
                 raise
-            self._failed(task, job, _Cancelled(), sink)
         except BaseException as exc:
-            self._failed(task, job, exc, sink)
+            report_failure(task, job, exc, sink)
         else:
             try:
                 result_text = encode_result(result)
             except (TypeError, ValueError) as exc:
-                message = (
-                    f"task {task.name} returned a {type(result).__name__} that cannot be "
-                    f"stored as JSON ({exc}); the job ran but its result is lost: return "
-                    "JSON types (or None)"
-                )
-                _fail_now(job, message, sink)
+                fail_now(job, unstorable_result(task, result, exc), sink)
                 return
             sink.done(job, result_text)
         finally:
             _current_job.reset(token)
-
-    def _failed(self, task: TaskSpec, job: Job, exc: BaseException, sink: Sink) -> None:
-        final = job.attempts >= job.max_attempts
-        delay = 0.0 if final else task.retry.delay(job.attempts)
-        if final:
-            logger.warning(
-                "job %s (%s, queue %s) failed for good: attempt %s/%s raised %r",
-                job.id,
-                job.task,
-                job.queue,
-                job.attempts,
-                job.max_attempts,
-                exc,
-                extra=_fields(job),
-            )
-        elif logger.isEnabledFor(logging.WARNING):
-            logger.warning(
-                "job %s (%s) attempt %s/%s failed: %r; retrying in %.1f s",
-                job.id,
-                job.task,
-                job.attempts,
-                job.max_attempts,
-                exc,
-                delay,
-                extra=_fields(job),
-            )
-        sink.error(job, delay, describe_error(exc), False)
-
-
-def _fail_now(job: Job, reason: str, sink: Sink) -> None:
-    """The job cannot run (or its result cannot be kept): failed at once, no retry."""
-    logger.warning(
-        "job %s (%s, queue %s) failed: %s", job.id, job.task, job.queue, reason, extra=_fields(job)
-    )
-    sink.error(job, 0.0, reason, True)
-
-
-def _fields(job: Job) -> dict[str, Any]:
-    """The structured fields of a job's log records."""
-    return {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts}
-
-
-class _Observed:
-    """A sink that remembers the outcome it passed on (for the DEBUG line at a job's end)."""
-
-    def __init__(self, sink: Sink) -> None:
-        self._sink = sink
-        self.outcome = "no outcome (cancelled)"
-
-    def done(self, job: Job, result: str | None) -> None:
-        self.outcome = "done"
-        self._sink.done(job, result)
-
-    def error(self, job: Job, delay: float, error: str, final: bool) -> None:
-        if final or job.attempts >= job.max_attempts:
-            self.outcome = "failed"
-        else:
-            self.outcome = f"failed, retry in {delay:.1f} s"
-        self._sink.error(job, delay, error, final)
-
-    def release(self, job: Job) -> None:
-        self.outcome = "released to pending (worker stopping)"
-        self._sink.release(job)
-
-    def cancelled(self, job: Job) -> None:
-        self.outcome = "cancelled while running"
-        self._sink.cancelled(job)
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
@@ -362,22 +349,3 @@ async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
         return await task.fn(**arguments)
     call = functools.partial(task.fn, **arguments)
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-
-
-class _Cancelled(Exception):
-    def __str__(self) -> str:
-        return "the job was cancelled from inside (CancelledError raised by the handler)"
-
-
-def _with_payload(job: Job, arguments: dict[str, Any]) -> Job:
-    object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
-    return job
-
-
-def _unknown_task_message(job: Job, tasks: Mapping[str, TaskSpec]) -> str:
-    known = ", ".join(sorted(tasks)) or "none"
-    return (
-        f"job {job.id}: no task named {job.task!r} is registered in this worker "
-        f"(known: {known}); register it with @queue.task(name={job.task!r}) and "
-        "enqueue the job again"
-    )

@@ -12,6 +12,7 @@ again after `recheck_interval` instead of sleeping (see awake.py).
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -125,3 +126,11 @@ class Fetcher:
         if (free > 0 and self._completer.backlog < self._max_backlog) or self._stopping:
             return
         await self._wakeups.wait_progress()
+
+
+class FetchLoop(Protocol):
+    """What the worker runs: the lease-mode Fetcher, or the HoldingFetcher (holding.py)."""
+
+    def stop(self) -> None: ...
+    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
+    async def hand_over(self) -> None: ...

@@ -1,31 +1,21 @@
-"""Shutdown: how a worker stops fetching, hands over, and gives its running jobs back.
+"""Shutdown: the order in which a worker stops fetching and gives its jobs back.
 
-The order matters: the fetch loop ends first (a burst run when nothing is left, else
-at stop()), the awake role hands the NOTIFY duty back, the fetcher's own connection
-is closed, running jobs get the grace period to finish, and whatever still runs then
-(or when the worker is cancelled from outside) is cancelled and released to pending.
+The fetcher stops and hands over its claims' connection; running jobs get the grace
+period to finish; what still runs then (or when the worker is cancelled from outside)
+is cancelled and released to pending.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
 import anyio
-from anyio.abc import TaskGroup
 
 from .claims import Claims
 from .dispatcher import Dispatcher
+from .fetcher import FetchLoop
 
 logger = logging.getLogger("aiopgq.worker")
-
-
-class FetchLoop(Protocol):
-    """The lease-mode Fetcher or the HoldingFetcher."""
-
-    def stop(self) -> None: ...
-    async def run(self, drains: TaskGroup, *, burst: bool = False) -> None: ...
-    async def hand_over(self) -> None: ...
 
 
 async def fetch_until_stopped(
@@ -33,10 +23,10 @@ async def fetch_until_stopped(
     claims: Claims,
     dispatcher: Dispatcher,
     *,
-    burst: bool,
     grace_period: float,
+    burst: bool,
 ) -> None:
-    """Run `fetcher` until it stops, then wind down in the order above."""
+    """Run `fetcher` until it stops (or burst mode runs out of jobs), then wind down."""
     try:
         try:
             async with anyio.create_task_group() as drains:

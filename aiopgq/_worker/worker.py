@@ -4,7 +4,8 @@ listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (cla
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
 listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
-heartbeat: leases (hearing of cancelled jobs), registry row; maintenance: rescues, expires
+heartbeat: leases (saving reported progress; hearing of cancelled jobs), registry row;
+fence: stops handlers whose leases it could not renew; maintenance: rescues, expires
 dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
 """
 
@@ -35,16 +36,20 @@ from .connections import connection_name, connector
 from .contracts import QueueSpec
 from .control import Controls
 from .dispatcher import Dispatcher
-from .fetcher import Fetcher
+from .fetcher import Fetcher, FetchLoop
+from .handlers import make_handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
+from .leases import Leases, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
 from .pauses import Pauses
 from .presence import Presence
+from .progress import ProgressBoard
 from .registration import register_tasks
 from .scheduler import Scheduler
-from .shutdown import FetchLoop, fetch_until_stopped
+from .shutdown import fetch_until_stopped
+from .stops import StopRequests
 from .wakeups import Wakeups
 from .watchdog import LoopWatchdog
 
@@ -226,8 +231,16 @@ class Worker:
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
+        stops, leases, progress = StopRequests(), Leases(), ProgressBoard()
+        handlers = make_handlers(self.queue, pool, self.id, stops, progress, self.hold_transaction)
         dispatcher = Dispatcher(
-            self.queue.tasks, completer, wakeups, observer=observer, traced=traced
+            self.queue.tasks,
+            completer,
+            wakeups,
+            observer=observer,
+            traced=traced,
+            stops=stops,
+            handlers=handlers,
         )
 
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
@@ -238,8 +251,9 @@ class Worker:
         )
         await pauses.refresh(pool)  # before the first claim
         fetch_connect = connector(self.queue, connection_name("fetcher", self.id))
+        columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
         claims = Claims(
-            fetch_connect, sql, pauses, self.id, completer, held_ids, wakeups, traced=traced
+            fetch_connect, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns
         )
         controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
         listening = self.listen and not burst
@@ -284,17 +298,11 @@ class Worker:
 
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
-            services.start_soon(
-                run_heartbeat,
-                pool,
-                sql,
-                self.id,
-                held_ids,
-                self.heartbeat_interval,
-                dispatcher.cancel,
-                presence,
-                outage,
-            )
+            beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
+            services.start_soon(run_heartbeat, *beat, leases, progress, presence, outage)
+            if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
+                vt, hb = self.visibility_timeout, self.heartbeat_interval
+                services.start_soon(run_fence, leases, dispatcher.running, dispatcher.fence, vt, hb)
             services.start_soon(self._maintain, pool, outage)
             services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
@@ -316,8 +324,9 @@ class Worker:
                     await listener.connected.wait()
             task_status.started()
             try:
+                grace = self.grace_period
                 await fetch_until_stopped(
-                    fetcher, claims, dispatcher, burst=burst, grace_period=self.grace_period
+                    fetcher, claims, dispatcher, grace_period=grace, burst=burst
                 )
             finally:
                 # Also on cancellation: commit what finished, so it does not run again.

@@ -115,13 +115,16 @@ def summary(error: str | None, length: int = 120) -> str:
 
 
 def timeline(job: Job) -> list[tuple[datetime, str]]:
-    """A job's history, oldest first: enqueued, failed attempts, started, finished."""
+    """A job's history, oldest first: enqueued, failed attempts, snoozes, started, finished."""
     events: list[tuple[datetime, str]] = [(job.created_at, "enqueued")]
     if job.run_at > job.created_at and job.run_at.tzinfo is not None:
         events.append((job.run_at, "due to run"))
     for error in job.errors:
         where = f" on {error.worker}" if error.worker else ""
         events.append((error.at, f"attempt {error.attempt} failed{where}: {summary(error.error)}"))
+    for event in job.history:  # free snoozes (aborts and snoozes past the limit are errors)
+        if event.event == "snooze" and not event.over_limit:
+            events.append((event.at, f"attempt {event.attempt} snoozed for {event.seconds:g} s"))
     if job.status is JobStatus.RUNNING and job.heartbeat_at is not None:
         events.append(
             (job.heartbeat_at, f"attempt {job.attempts} running on {job.locked_by} (heartbeat)")

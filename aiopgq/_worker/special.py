@@ -1,0 +1,79 @@
+"""Special outcomes: snoozes, aborts, and the outcomes of jobs that reported progress.
+
+Plain outcomes (done, error, release) keep their own lean statements; these carry
+more columns and go through sql/complete_special.sql, only when there are some.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .._db.connection import Connection
+from .._db.statements import Statements
+from .._job import Job
+
+
+class SpecialOutcomes:
+    """Special outcomes not yet written, as column arrays ready for `unnest`."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.attempts: list[int] = []
+        self.kinds: list[str] = []
+        self.results: list[str | None] = []
+        self.delays: list[float] = []
+        self.errors: list[str | None] = []
+        self.finals: list[bool] = []
+        self.progress: list[float | None] = []
+        self.states: list[str | None] = []
+        self.events: list[str | None] = []
+        self.max_snoozes: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(
+        self,
+        job: Job,
+        kind: str,
+        *,
+        result: str | None = None,
+        delay: float = 0.0,
+        error: str | None = None,
+        final: bool = False,
+        progress: float | None = None,
+        state: str | None = None,
+        event: str | None = None,
+        max_snoozes: int = 0,
+    ) -> None:
+        """`kind` is 'done', 'error' or 'snooze' (see sql/complete_special.sql)."""
+        self.ids.append(job.id)
+        self.attempts.append(job.attempts)
+        self.kinds.append(kind)
+        self.results.append(result)
+        self.delays.append(delay)
+        self.errors.append(error)
+        self.finals.append(final)
+        self.progress.append(progress)
+        self.states.append(state)
+        self.events.append(event)
+        self.max_snoozes.append(max_snoozes)
+
+    async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
+        """Apply them in one statement; the run_at of the jobs that went back to pending."""
+        rows = await conn.fetch(
+            sql.complete_special,
+            self.ids,
+            self.attempts,
+            self.kinds,
+            self.results,
+            self.delays,
+            self.errors,
+            self.finals,
+            self.progress,
+            self.states,
+            self.events,
+            self.max_snoozes,
+            worker_id,
+        )
+        return [row[2] for row in rows if row[1] == "pending"]
