@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, cast
 
 import asyncpg
 
 from ._db.connection import Connection
+from ._db.pooled import Operation
 from ._db.statements import Statements
+from ._enqueue_retry import EnqueueRetry
 from ._errors import ConfigurationError, QueueNotOpen
 from ._observer import Observer
 from ._retry import Retry
@@ -21,6 +24,7 @@ from ._task import Enqueuer, Task
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class QueueCore:
@@ -32,6 +36,7 @@ class QueueCore:
     _connect_kwargs: dict[str, Any]
     _observers: list[Observer]
     _observer: Observer | None  # all of _observers as one, None when there are none
+    _enqueue_retry: EnqueueRetry  # how long enqueues wait out an unreachable database
 
     @property
     def is_open(self) -> bool:
@@ -99,3 +104,20 @@ class QueueCore:
         else:
             async with self.pool.acquire() as conn:
                 yield conn
+
+    async def _run(
+        self,
+        connection: Connection | None,
+        op: Operation[T],
+        retry_for: float | timedelta | None = None,
+        *,
+        idempotent: bool = False,
+    ) -> T:
+        """`op` on the caller's connection, else on a pool connection: one found dead
+        before anything was sent is replaced, and with a retry time (the call's, else
+        the queue's `enqueue_retry_for`) what cannot run twice is retried
+        (aiopgq/_enqueue_retry.py; `idempotent`: `op` may run twice harmlessly)."""
+        seconds = self._enqueue_retry.seconds_for(retry_for, connection is not None)
+        if connection is not None:
+            return await op(connection)
+        return await self._enqueue_retry.run(self.pool, op, seconds, idempotent=idempotent)

@@ -53,6 +53,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> Job:
         """Enqueue a job by task name. Defaults and argument checks come from the task if
         registered here, else from the registry workers keep (TaskNotFound for a name
@@ -63,6 +64,9 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
+
+        `enqueue_retry_for` waits out an unreachable database for this call (README,
+        "Producers during an outage"); the queue's `enqueue_retry_for` when None.
         """
         known = self.tasks.get(task)
         defaults: TaskDefaults | None = known
@@ -70,7 +74,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             if payload is not None:
                 payload = known.bind((), payload)  # same checks as known.enqueue()
         else:  # not registered here: the registry's declaration, if any
-            defaults = await self._declared(task, connection)
+            defaults = await self._declared(task, connection, enqueue_retry_for)
             if defaults is not None:
                 defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
@@ -88,17 +92,23 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         unique = uniqueness(keys, 1, unique_for, on_conflict)
         if unique is not None:
             jobs, _ = await self._enqueue_unique(
-                task, [arguments], f"[{text}]", opts, unique, connection
+                task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
             )
             return (await self._after_enqueue(jobs, owned=False))[0]
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    row = await insert_job(conn, self.sql, task, text, opts)
+                row = await self._run(
+                    connection,
+                    lambda conn: insert_job(conn, self.sql, task, text, opts),
+                    enqueue_retry_for,
+                )
             else:
                 with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
-                    async with self._connection(connection) as conn:
-                        row = await insert_job(conn, self.sql, task, text, opts, seen.trace)
+                    row = await self._run(
+                        connection,
+                        lambda conn: insert_job(conn, self.sql, task, text, opts, seen.trace),
+                        enqueue_retry_for,
+                    )
                     seen.job_ids = [row[0]]
         job = build_job(
             id=row[0],
@@ -130,6 +140,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]:
         """Enqueue one job per payload in a single statement (one round trip).
 
@@ -149,6 +160,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             max_attempts,
             connection,
             concurrency_key,
+            enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -156,18 +168,30 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             return []
         if unique is not None:
             jobs, _ = await self._enqueue_unique(
-                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+                task,
+                batch.payloads,
+                batch.as_array(),
+                batch.options,
+                unique,
+                connection,
+                enqueue_retry_for,
             )
             return await self._after_enqueue(jobs, owned=False)
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    jobs = await insert_batch(conn, self.sql, batch, owner=self)
+                jobs = await self._run(
+                    connection,
+                    lambda conn: insert_batch(conn, self.sql, batch, owner=self),
+                    enqueue_retry_for,
+                )
             else:
                 count = len(batch.payloads)
                 with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                    async with self._connection(connection) as conn:
-                        jobs = await insert_batch(conn, self.sql, batch, seen.trace, self)
+                    jobs = await self._run(
+                        connection,
+                        lambda conn: insert_batch(conn, self.sql, batch, seen.trace, self),
+                        enqueue_retry_for,
+                    )
                     seen.job_ids = [job.id for job in jobs]
         if self._enqueue_hooks:
             await self._enqueued(jobs)
@@ -188,6 +212,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> int:
         """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
 
@@ -206,6 +231,7 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             max_attempts,
             connection,
             concurrency_key,
+            enqueue_retry_for,
         )
         unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
         if not batch.payloads:
@@ -213,17 +239,27 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             return 0
         if unique is not None:
             _, created = await self._enqueue_unique(
-                task, batch.payloads, batch.as_array(), batch.options, unique, connection
+                task,
+                batch.payloads,
+                batch.as_array(),
+                batch.options,
+                unique,
+                connection,
+                enqueue_retry_for,
             )
             return created
         with missing_schema_as_error(self.schema):
             if self._observer is None:
-                async with self._connection(connection) as conn:
-                    return await copy_batch(conn, self.schema, batch)
+                return await self._run(
+                    connection, lambda conn: copy_batch(conn, self.schema, batch), enqueue_retry_for
+                )
             count = len(batch.payloads)
             with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                async with self._connection(connection) as conn:
-                    return await copy_batch(conn, self.schema, batch, seen.trace)
+                return await self._run(
+                    connection,
+                    lambda conn: copy_batch(conn, self.schema, batch, seen.trace),
+                    enqueue_retry_for,
+                )
 
     async def _after_enqueue(self, jobs: list[Job], *, owned: bool) -> list[Job]:
         """`jobs` made awaitable (unless they were built so) and shown to the hooks."""
@@ -245,9 +281,12 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         max_attempts: int | None,
         connection: Connection | None,
         concurrency_key: str | None,
+        retry_for: float | timedelta | None,
     ) -> Batch:
         """The payloads checked against the task here, else the registry's declaration."""
-        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(task, connection)
+        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(
+            task, connection, retry_for
+        )
         opts = resolve_options(
             known,
             queue=queue,

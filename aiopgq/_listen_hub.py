@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import anyio
 import asyncpg
 
-from ._db.transient import Backoff
+from ._db.transient import Backoff, describe
 
 logger = logging.getLogger("aiopgq.queue")
 
@@ -95,7 +95,11 @@ class ListenHub:
                 conn.add_termination_listener(lambda _conn: self._changed.set())
                 await self._serve(conn, backoff)
             except Exception as exc:
-                logger.warning("LISTEN connection of waiters lost (%s); polling meanwhile", exc)
+                # One lost connection is replaced at once; a failing reconnect is what the
+                # backoff reports (one WARNING for an outage).
+                logger.info(
+                    "LISTEN connection of waiters lost (%s); polling meanwhile", describe(exc)
+                )
             finally:
                 told, self._told = self._told, set()
                 for subscriber in told:  # what is announced from now on is missed

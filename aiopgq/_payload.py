@@ -11,7 +11,16 @@ from typing import Any
 # Enqueue options share the call with the task's own arguments, so a task
 # cannot have a parameter of these names.
 ENQUEUE_OPTIONS = frozenset(
-    {"run_at", "delay", "priority", "connection", "idempotency_key", "on_conflict", "unique_for"}
+    {
+        "run_at",
+        "delay",
+        "priority",
+        "connection",
+        "idempotency_key",
+        "on_conflict",
+        "unique_for",
+        "enqueue_retry_for",
+    }
 )
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -14,6 +15,7 @@ from ._db import migrations
 from ._db.dsn import check_dsn, redact, resolve_dsn
 from ._db.pool import connect, create_pool
 from ._db.statements import Statements, validate_identifier
+from ._enqueue_retry import EnqueueRetry
 from ._enqueuing import Enqueuing
 from ._errors import ConfigurationError
 from ._instrumented import Instrumented
@@ -38,8 +40,12 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
     the environment's AIOPGQ_DSN, else DATABASE_URL; ConfigurationError when none is set.
 
     >>> queue = Queue()  # AIOPGQ_DSN
-    >>> queue = Queue("postgresql://localhost/app")
+    >>> queue = Queue("postgresql://localhost/app", enqueue_retry_for=15)
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
+
+    `enqueue_retry_for` (seconds or a timedelta, default 0: fail at once) makes enqueues
+    wait out a database they cannot reach, retrying only what cannot run twice (README,
+    "Producers during an outage").
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         max_payload_bytes: int = 1_000_000,
         connect_kwargs: Mapping[str, Any] | None = None,
         observers: Sequence[Observer] = (),
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> None:
         self.schema = validate_identifier(schema)
         self.dsn = check_dsn(dsn) if dsn else None
@@ -73,6 +80,7 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         self._owns_pool = pool is None
         self._pool_sizes = (min_pool_size, max_pool_size)
         self._connect_kwargs = dict(connect_kwargs or {})
+        self._enqueue_retry = EnqueueRetry(enqueue_retry_for)
         self._observers = list(observers)
         self._observer = combine(self._observers)
 

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from ._core import QueueCore
@@ -105,7 +106,9 @@ class RegistryLookup(QueueCore):
     _registry: RegistryCache
     _registry_lock: asyncio.Lock | None = None
 
-    async def _declared(self, task: str, connection: Connection | None) -> Declaration | None:
+    async def _declared(
+        self, task: str, connection: Connection | None, retry_for: float | timedelta | None = None
+    ) -> Declaration | None:
         cache = self._registry
         if cache.needs_read(task):
             if self._registry_lock is None:
@@ -113,6 +116,11 @@ class RegistryLookup(QueueCore):
             async with self._registry_lock:
                 if cache.needs_read(task):  # not read meanwhile by a concurrent enqueue
                     with missing_schema_as_error(self.schema):
-                        async with self._connection(connection) as conn:
-                            cache.update(await conn.fetch(self.sql.registered_tasks))
+                        rows = await self._run(  # a read: safe to send again
+                            connection,
+                            lambda conn: conn.fetch(self.sql.registered_tasks),
+                            retry_for,
+                            idempotent=True,
+                        )
+                        cache.update(rows)
         return cache.resolve(task)

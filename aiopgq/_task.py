@@ -36,6 +36,7 @@ class Enqueuer(Protocol):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> Job: ...
 
     async def enqueue_many(
@@ -53,6 +54,7 @@ class Enqueuer(Protocol):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]: ...
 
     async def copy_many(
@@ -70,6 +72,7 @@ class Enqueuer(Protocol):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> int: ...
 
 
@@ -137,6 +140,7 @@ class Task(Generic[P, R]):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id).
@@ -157,6 +161,7 @@ class Task(Generic[P, R]):
             on_conflict=on_conflict,
             unique_for=unique_for,
             concurrency_key=concurrency_key,
+            enqueue_retry_for=enqueue_retry_for,
         )
 
     async def enqueue_many(
@@ -171,6 +176,7 @@ class Task(Generic[P, R]):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> list[Job]:
         """Enqueue one job per dict of keyword arguments, in one round trip.
 
@@ -189,6 +195,7 @@ class Task(Generic[P, R]):
             on_conflict=on_conflict,
             unique_for=unique_for,
             concurrency_key=concurrency_key,
+            enqueue_retry_for=enqueue_retry_for,
         )
 
     async def copy_many(
@@ -203,6 +210,7 @@ class Task(Generic[P, R]):
         on_conflict: OnConflict = "ignore",
         unique_for: timedelta | float | None = None,
         concurrency_key: str | None = None,
+        enqueue_retry_for: float | timedelta | None = None,
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
@@ -221,4 +229,5 @@ class Task(Generic[P, R]):
             on_conflict=on_conflict,
             unique_for=unique_for,
             concurrency_key=concurrency_key,
+            enqueue_retry_for=enqueue_retry_for,
         )

@@ -105,7 +105,29 @@ def _window(unique_for: timedelta | float | None) -> timedelta | None:
     return window
 
 
+def _resendable(unique: Uniqueness) -> bool:
+    """Sending this keyed insert again after its reply was lost cannot enqueue twice: every
+    job has a key, and a held key returns its holder (on_conflict="ignore"; "raise" would
+    fail on the first attempt's own job, "replace" would replace it)."""
+    return unique.on_conflict == "ignore" and all(key is not None for key in unique.keys)
+
+
 class Unique(QueueCore):
+    async def _insert_keyed(
+        self, conn: Connection, args: tuple[Any, ...], concurrency_key: str | None
+    ) -> list[asyncpg.Record]:
+        """The keyed insert; a concurrency key is set in the same transaction."""
+        if concurrency_key is None:
+            return await conn.fetch(self.sql.enqueue_unique, *args)
+        async with conn.transaction():  # the key set before any claim can see the jobs
+            rows = await conn.fetch(self.sql.enqueue_unique, *args)
+            await conn.execute(
+                self.sql.set_concurrency_key,
+                [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
+                concurrency_key,
+            )
+        return rows
+
     async def _enqueue_unique(
         self,
         task: str,
@@ -114,6 +136,7 @@ class Unique(QueueCore):
         opts: Options,
         unique: Uniqueness,
         connection: Connection | None,
+        retry_for: float | timedelta | None = None,
     ) -> tuple[list[Job], int]:
         """Enqueue keyed jobs; each payload's Job (new, or the holder of its key) and how
         many are new. Raises DuplicateJob for on_conflict="raise"."""
@@ -130,17 +153,12 @@ class Unique(QueueCore):
         )
         try:
             with missing_schema_as_error(self.schema):
-                async with self._connection(connection) as conn:
-                    if opts.concurrency_key is None:
-                        rows = await conn.fetch(self.sql.enqueue_unique, *args)
-                    else:  # the key set before any claim can see the jobs
-                        async with conn.transaction():
-                            rows = await conn.fetch(self.sql.enqueue_unique, *args)
-                            await conn.execute(
-                                self.sql.set_concurrency_key,
-                                [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
-                                opts.concurrency_key,
-                            )
+                rows = await self._run(
+                    connection,
+                    lambda conn: self._insert_keyed(conn, args, opts.concurrency_key),
+                    retry_for,
+                    idempotent=_resendable(unique),
+                )
         except asyncpg.UniqueViolationError as exc:
             holder = _holder_of(exc)
             if holder is None:

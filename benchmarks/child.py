@@ -136,6 +136,64 @@ async def _until_stopped(runner: Any, control: Control) -> bool:
     return False
 
 
+class AllocationTrace:
+    """`tracemalloc` in a worker or producer (spec `tracemalloc`: frames, baseline_after
+    seconds after `go`): the largest growths between that baseline and the end."""
+
+    def __init__(self, options: dict[str, Any] | None) -> None:
+        self.options = options
+        self.baseline: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.options:
+            import tracemalloc
+
+            tracemalloc.start(int(self.options.get("frames", 10)))
+
+    def after_go(self) -> None:
+        if self.options:
+            self._task = asyncio.create_task(self._baseline(float(self.options["baseline_after"])))
+
+    async def _baseline(self, delay: float) -> None:
+        import tracemalloc
+
+        await asyncio.sleep(delay)
+        self.baseline = tracemalloc.take_snapshot()
+
+    def report(self, top: int = 25) -> dict[str, Any] | None:
+        if not self.options:
+            return None
+        import tracemalloc
+
+        if self._task is not None:
+            self._task.cancel()
+        snapshot = tracemalloc.take_snapshot()
+        traced, peak = tracemalloc.get_traced_memory()
+        if self.baseline is None:
+            stats = snapshot.statistics("traceback")[:top]
+            rows = [
+                {"size": s.size, "count": s.count, "where": s.traceback.format()} for s in stats
+            ]
+            return {"traced": traced, "peak": peak, "baseline": False, "top": rows}
+        diffs = snapshot.compare_to(self.baseline, "traceback")[:top]
+        rows = [
+            {
+                "size_diff": d.size_diff,
+                "size": d.size,
+                "count_diff": d.count_diff,
+                "where": d.traceback.format(),
+            }
+            for d in diffs
+        ]
+        return {"traced": traced, "peak": peak, "baseline": True, "top": rows}
+
+
+async def _after_go(control: Control, trace: AllocationTrace) -> None:
+    await control.go.wait()
+    trace.after_go()
+
+
 async def run_worker(spec: dict[str, Any], control: Control) -> dict[str, Any]:
     from benchmarks.clock import SeqClock
     from benchmarks.recorder import Recorder
@@ -148,6 +206,8 @@ async def run_worker(spec: dict[str, Any], control: Control) -> dict[str, Any]:
         if target_running and n == target_running:
             emit({"event": "progress", "running": n, "rss": rss_bytes()})
 
+    trace = AllocationTrace(spec.get("tracemalloc"))
+    trace.start()
     clock = SeqClock.attach(spec.get("clock"))
     recorder = Recorder(clock, on_running)
     system = load_system(spec["system"], spec["dsn"])
@@ -155,6 +215,7 @@ async def run_worker(spec: dict[str, Any], control: Control) -> dict[str, Any]:
     await runner.prepare()
     emit({"event": "ready", "pid": os.getpid(), "rss": rss_bytes()})
     await control.go.wait()
+    trace.after_go()
     ticker = asyncio.create_task(report_progress(recorder)) if config.mode == "drain" else None
     user0, sys0 = cpu_seconds()
     t_go = time.time()
@@ -179,6 +240,7 @@ async def run_worker(spec: dict[str, Any], control: Control) -> dict[str, Any]:
         "rss": rss_bytes(),
         "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         **recorder.report(),
+        **({"tracemalloc": trace.report()} if trace.options else {}),
     }
 
 
@@ -191,7 +253,13 @@ async def main_async(spec: dict[str, Any]) -> None:
         elif spec["role"] == "producer":
             from benchmarks.producers import run_producer
 
+            trace = AllocationTrace(spec.get("tracemalloc"))
+            trace.start()
+            baseline = asyncio.create_task(_after_go(control, trace))
             result = await run_producer(spec, control, emit)
+            baseline.cancel()
+            if trace.options:
+                result = {**result, "tracemalloc": trace.report()}
         elif spec["role"] == "admin":
             from benchmarks.systems.aiopgq_system import run_admin
 

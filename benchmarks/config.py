@@ -10,6 +10,7 @@ from pathlib import Path
 from benchmarks.trees import check_tree
 
 ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu", "limits")
+OPT_IN_WORKLOADS = ("soak",)  # long: run only when named in --only
 ALL_SYSTEMS = ("aiopgq", "bare", "pgqueuer", "procrastinate")
 BASELINE_SYSTEM = "aiopgq-base"  # aiopgq from the `--baseline` checkout
 AIOPGQ_SYSTEMS = ("aiopgq", BASELINE_SYSTEM)
@@ -65,6 +66,14 @@ class Options:
     # cpu
     cpu_jobs: int = 10_000
     sleeping_jobs: int = 10_000
+    # soak
+    soak_minutes: float = 30.0
+    soak_rate: float = 1000.0
+    soak_workers: int = 1
+    soak_sample: float = 10.0
+    soak_retention: float = 60.0
+    soak_tracemalloc: int = 0
+    soak_trace: str = "workers"  # which processes run under tracemalloc
 
     def apply_quick(self, explicit: set[str]) -> None:
         """Shrink sizes for a run under ~3 minutes, keeping what the user set explicitly."""
@@ -114,7 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a = p.add_argument
     a("--dsn", help="server DSN (default: AIOPGQ_DSN, DATABASE_URL, then local test server)")
-    a("--only", type=_csv, dest="workloads", help=f"workloads: {','.join(ALL_WORKLOADS)}")
+    a(
+        "--only",
+        type=_csv,
+        dest="workloads",
+        help=f"workloads: {','.join(ALL_WORKLOADS)}, and {','.join(OPT_IN_WORKLOADS)} "
+        "(long, only when named here)",
+    )
     a(
         "--systems",
         type=_csv,
@@ -163,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     a("--bloat-future-rows", type=int, help="future-dated pending rows (default 100000)")
     a("--cpu-jobs", type=int, help="jobs for the CPU-per-job figure (default 10000)")
     a("--sleeping-jobs", type=int, help="concurrent sleeping jobs for RSS (default 10000)")
+    a("--soak-minutes", type=float, help="soak duration (default 30)")
+    a("--soak-rate", type=float, help="soak offered rate, jobs/s (default 1000)")
+    a("--soak-workers", type=int, help="soak worker processes (default 1)")
+    a("--soak-sample", type=float, help="seconds between soak samples (default 10)")
+    a("--soak-retention", type=float, help="soak worker's retention, seconds (default 60)")
+    a(
+        "--soak-tracemalloc",
+        type=int,
+        metavar="FRAMES",
+        help="run soak workers (or --soak-trace producers) under tracemalloc with this "
+        "many frames; report the largest growths after warm-up",
+    )
+    a("--soak-trace", choices=["workers", "producers"], help="what --soak-tracemalloc traces")
     return p
 
 
@@ -195,9 +223,11 @@ def parse_options(argv: list[str] | None = None) -> Options:
     if args.quick:
         opts.apply_quick(set(given))
     opts.dsn = resolve_dsn(args.dsn)
-    unknown = set(opts.workloads) - set(ALL_WORKLOADS)
+    unknown = set(opts.workloads) - set(ALL_WORKLOADS) - set(OPT_IN_WORKLOADS)
     if unknown:
-        raise SystemExit(f"unknown workload(s) {sorted(unknown)}; choose from {ALL_WORKLOADS}")
+        raise SystemExit(
+            f"unknown workload(s) {sorted(unknown)}; choose from {ALL_WORKLOADS + OPT_IN_WORKLOADS}"
+        )
     apply_baseline(opts, systems_given="systems" in given)
     if opts.rounds < 1:
         raise SystemExit("--rounds must be at least 1")

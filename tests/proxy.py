@@ -1,5 +1,18 @@
-"""A TCP proxy for tests (asyncio streams on 127.0.0.1): partitions a client from the
-server (nothing passes, nothing is closed), heals, or cuts every connection."""
+"""A TCP proxy for tests (asyncio streams on 127.0.0.1) that breaks connections on cue,
+while the server behind it serves the other tests undisturbed.
+
+`Proxy(dsn)` forwards bytes both ways; `proxy.dsn` is `dsn` with the proxy's address.
+- `partition()` / `heal()`: nothing passes either way, connections stay open (a network
+  partition), then everything flows again;
+- `cut()`: close every connection (the server or the network reset them);
+- `refuse()` / `accept()` (or the `refusing` flag): close every connection and refuse
+  new ones (the server seems down), then accept again;
+- `lose_next_reply()`: the next bytes the server sends on any connection are dropped and
+  that connection is closed (the statement ran; its reply never arrives);
+- `linger_close(seconds)`: when the server closes a connection, its last bytes are passed
+  on at once but the close only `seconds` later (as when the client's loop reads the
+  server's goodbye before the end of the stream).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +30,8 @@ class Proxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self.refusing = False  # new connections are closed at once
+        self._lose_reply = False
+        self._linger = 0.0
         self._writers: set[asyncio.StreamWriter] = set()
         self._pumps: set[asyncio.Task[None]] = set()
         self.connections = 0
@@ -56,6 +71,20 @@ class Proxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def refuse(self) -> None:
+        """Close every connection and refuse new ones until accept()."""
+        self.refusing = True
+        self.cut()
+
+    def accept(self) -> None:
+        self.refusing = False
+
+    def lose_next_reply(self) -> None:
+        self._lose_reply = True
+
+    def linger_close(self, seconds: float) -> None:
+        self._linger = seconds
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.refusing:
             writer.transport.abort()
@@ -67,18 +96,26 @@ class Proxy:
             return
         self.connections += 1
         self._writers.update((writer, up_writer))
-        for source, target in ((reader, up_writer), (up_reader, writer)):
-            pump = asyncio.ensure_future(self._pump(source, target))
+        for source, target, to_client in ((reader, up_writer, False), (up_reader, writer, True)):
+            pump = asyncio.ensure_future(self._pump(source, target, to_client=to_client))
             self._pumps.add(pump)
             pump.add_done_callback(self._pumps.discard)
 
-    async def _pump(self, source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, source: asyncio.StreamReader, target: asyncio.StreamWriter, *, to_client: bool
+    ) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError, ConnectionError):
             while data := await source.read(65536):
                 await self._flowing.wait()
                 if target.transport.is_closing():
                     break
+                if to_client and self._lose_reply:
+                    self._lose_reply = False
+                    break  # drop the reply, and the connection with it
                 target.write(data)
                 await target.drain()
+            else:
+                if to_client and self._linger:
+                    await asyncio.sleep(self._linger)  # the goodbye is through; the close waits
         target.transport.abort()
         self._writers.discard(target)

@@ -102,6 +102,41 @@ async def test_completions_look_jobs_up_by_id_when_statistics_saw_none_running(
         assert "jobs_running_idx" not in text, (name, text)
 
 
+async def test_heartbeat_skips_rows_whose_outcome_is_being_written(dsn: str, queue: Queue) -> None:
+    # The completer locks the jobs it completes in completion order; the heartbeat
+    # (over every job the worker holds, those being completed included) locked them in
+    # id order and waited for the ones the completer held: a deadlock once the completer
+    # reached a row the heartbeat held (seen in the chaos suite when connections were
+    # killed). It skips a locked row now, so it never waits and no cycle can form.
+    jobs = await queue.enqueue_many("t", [{"i": i} for i in range(2)])
+    ids = [job.id for job in jobs]
+    completer, heartbeat = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        claimed = await completer.fetch(queue.sql.dequeue, "default", 2, "w")
+        assert sorted(r["id"] for r in claimed) == ids
+        writing = completer.transaction()
+        await writing.start()
+        await completer.execute(queue.sql.complete_done, [ids[1]], [1], [None], "w")
+        # ids[1] is locked by the completer's open write: the heartbeat must not wait.
+        row = await heartbeat.fetchrow(queue.sql.heartbeat, ids, "w", timeout=5)
+        # The locked row is skipped: neither renewed nor lost (its lease counts on).
+        assert (row["renewed"], row["lost"], row["cancelled"]) == ([ids[0]], [], [])
+        # The same with progress reported for both (heartbeat_progress.sql).
+        row = await heartbeat.fetchrow(
+            queue.sql.heartbeat_progress, ids, "w", ids, [1, 1], [0.5, 0.5], [None, None], timeout=5
+        )
+        assert (row["renewed"], row["lost"], row["cancelled"]) == ([ids[0]], [], [])
+        await completer.execute(queue.sql.complete_done, [ids[0]], [1], [None], "w")
+        await writing.commit()
+        done = await heartbeat.fetchval(
+            f"""SELECT count(*) FROM "{queue.schema}".jobs WHERE status = 'done'"""
+        )
+        assert done == 2
+    finally:
+        await completer.close()
+        await heartbeat.close()
+
+
 async def test_queues_whose_names_share_a_hash_keep_their_own_jobs(
     queue: Queue, conn: asyncpg.Connection
 ) -> None:

@@ -1,9 +1,10 @@
-"""The connection type of public signatures: our own, or one borrowed from a pool."""
+"""The connection type of public signatures, and closing the connections we own."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
+import anyio
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
@@ -11,3 +12,16 @@ if TYPE_CHECKING:
     Connection: TypeAlias = "asyncpg.Connection[Any] | PoolConnectionProxy[Any]"
 else:  # asyncpg's classes are generic in the stubs only
     Connection = Union[asyncpg.Connection, PoolConnectionProxy]  # noqa: UP007
+
+
+async def close_quietly(conn: asyncpg.Connection[Any]) -> None:
+    """Close a connection we own, shielded from cancellation; a dead or slow one is
+    terminated instead (nothing to say about it: its loss was reported already)."""
+    if conn.is_closed():
+        return
+    with anyio.CancelScope(shield=True):
+        try:
+            with anyio.fail_after(2):
+                await conn.close()
+        except Exception:
+            conn.terminate()

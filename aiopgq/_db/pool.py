@@ -1,9 +1,10 @@
-"""The connections a Queue makes: its pool (retried at start, without per-release resets)
-and single connections (migrate), both failing with a ConfigurationError that names the server."""
+"""The connections a Queue makes: its pool (retried at start, no reset per release, no
+floor) and single connections (migrate), failing with a ConfigurationError naming the server."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Mapping
@@ -13,9 +14,17 @@ import asyncpg
 
 from .._errors import ConfigurationError
 from .dsn import redact
-from .transient import Backoff, is_transient
+from .transient import Backoff, describe, is_transient
 
 logger = logging.getLogger("aiopgq.queue")
+
+# asyncpg 0.32 made `min_size` a floor that a background task restores after connections
+# are lost; while the server is down that task logs a WARNING with a traceback every few
+# seconds ("Failed to restore the pool connection floor"), next to the one account of the
+# outage that aiopgq's own loops give (see outage.py). Our pools have no floor: they open
+# `min_size` connections at start (asyncpg's `init_size`), then connect as they are used,
+# which every aiopgq loop does on its next try after an outage.
+_FLOOR_SEPARATE = "init_size" in inspect.signature(asyncpg.create_pool).parameters
 
 
 async def create_pool(
@@ -31,14 +40,7 @@ async def create_pool(
     backoff = Backoff(logger, f"connecting to {redact(dsn)}")
     while True:
         try:
-            pool = await asyncpg.create_pool(
-                dsn,
-                min_size=sizes[0],
-                max_size=sizes[1],
-                connect=_connect_to_the_end,
-                reset=_keep_session,
-                **connect_kwargs,
-            )
+            pool = await _open(dsn, sizes, connect_kwargs)
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
             left = deadline - time.monotonic()
             if not is_transient(exc) or left <= 0:
@@ -61,9 +63,33 @@ async def connect(dsn: str, connect_kwargs: Mapping[str, Any]) -> asyncpg.Connec
 def connect_error(dsn: str, exc: BaseException, tries: int | None = None) -> ConfigurationError:
     """What failed to connect where, and what to check."""
     return ConfigurationError(
-        f"cannot connect to {redact(dsn)}: {redact(str(exc)) or type(exc).__name__}"
+        f"cannot connect to {redact(dsn)}: {describe(exc)}"
         + (f" (gave up after {tries} tries)" if tries is not None else "")
         + "; check the DSN and that the server is running"
+    )
+
+
+async def _open(
+    dsn: str, sizes: tuple[int, int], connect_kwargs: Mapping[str, Any]
+) -> asyncpg.Pool:
+    min_size, max_size = sizes
+    if _FLOOR_SEPARATE:
+        return await asyncpg.create_pool(
+            dsn,
+            min_size=0,
+            init_size=min_size,
+            max_size=max_size,
+            connect=_connect_to_the_end,
+            reset=_keep_session,
+            **connect_kwargs,
+        )
+    return await asyncpg.create_pool(  # before asyncpg 0.32 min_size was no floor
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        connect=_connect_to_the_end,
+        reset=_keep_session,
+        **connect_kwargs,
     )
 
 
@@ -94,7 +120,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool reset hook: nothing to undo, so skip asyncpg's reset query.
 
     By default asyncpg sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
-    RESET ALL` on every release: one more round trip for every enqueue, fetch and
+    RESET ALL` on every release: one more round trip for every enqueue and
     completion. aiopgq leaves no session state on pool connections (its advisory locks
     are transaction-scoped; LISTEN has its own connection), and asyncpg still rolls back
     an open transaction. Code that borrows `queue.pool` must not leave session state

@@ -113,18 +113,22 @@ class EmbeddedServer:
         _run_coroutine(_create_database(self.dsn, name))
         return self.dsn_for(name)
 
-    def restart(self, mode: str = "fast") -> None:
+    def restart(self, mode: str = "fast", *, down_for: float = 0.0) -> None:
         """Stop and start postgres in place: same port, same data folder.
 
         ``mode`` is PostgreSQL's shutdown mode: ``smart``, ``fast`` or ``immediate``.
+        ``down_for`` keeps the server stopped that many seconds before it starts again
+        (an outage, for tests). Blocks until the server is back.
         """
         if self._stopped:
             raise EmbeddedServerError("this embedded server was stopped: start a new one")
         if mode not in ("smart", "fast", "immediate"):
             raise EmbeddedServerError(f"shutdown mode {mode!r}: use smart, fast or immediate")
+        if not 0 <= down_for <= 3600:
+            raise EmbeddedServerError(f"down_for must be 0 to 3600 seconds, got {down_for}")
         try:
-            self._client.send(cmd="restart", mode=mode)
-            event = self._client.receive({"ready", "error"}, START_TIMEOUT + 30)
+            self._client.send(cmd="restart", mode=mode, down_for=down_for)
+            event = self._client.receive({"ready", "error"}, START_TIMEOUT + 30 + down_for)
         except (OSError, EOFError, TimeoutError) as exc:
             raise EmbeddedServerError(f"embedded server supervisor lost: {exc!r}") from exc
         if event["event"] == "error":

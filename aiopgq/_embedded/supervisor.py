@@ -120,11 +120,18 @@ class Supervisor:
                     self.stop_requested = True
                     return
                 if command.get("cmd") == "restart":
-                    self.restart(str(command.get("mode", "fast")))
+                    self.restart(
+                        str(command.get("mode", "fast")), float(command.get("down_for", 0.0))
+                    )
             self.watch_postmaster()
 
-    def restart(self, mode: str) -> None:
+    def restart(self, mode: str, down_for: float = 0.0) -> None:
         self.shutdown(mode)
+        until = time.monotonic() + down_for
+        while not (self.owner_gone or self.signalled) and time.monotonic() < until:
+            self.poll_owner(min(0.1, until - time.monotonic()))  # commands wait meanwhile
+        if self.owner_gone or self.signalled:
+            return
         try:
             self.start()
         except _Failure as exc:

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 import asyncpg
 from anyio.abc import TaskGroup
 
+from .._db.connection import Connection
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
-from .._db.transient import is_transient
+from .._db.transient import describe, is_transient
 from .claims import Claims
 from .listener import Listener
 from .wakeups import Wakeups
@@ -63,7 +65,8 @@ class AwakeRole:
             await self._claims.drop_connection()
             if not is_transient(exc):
                 raise
-            logger.warning("waking peer workers failed (%s); they poll meanwhile", exc)
+            # Transient: the fetcher's own retries report database trouble.
+            logger.info("waking peer workers failed (%s); they poll meanwhile", describe(exc))
 
     async def go_idle(self, drains: TaskGroup) -> None:
         """About to sleep: stop advertising, then catch the producers that skipped NOTIFY."""
@@ -81,21 +84,26 @@ class AwakeRole:
             drains.start_soon(self._drain_skippers, queues)
 
     async def _drain_skippers(self, queues: list[str]) -> None:
+
+        async def wait(conn: Connection) -> None:
+            await conn.execute(
+                self._sql.wait_for_skippers,
+                self._sql.schema,  # the advisory-lock namespace
+                queues,
+                timeout=self._drain_timeout,
+            )
+
         try:
-            async with self._pool.acquire() as conn:
-                await conn.execute(
-                    self._sql.wait_for_skippers,
-                    self._sql.schema,  # the advisory-lock namespace
-                    queues,
-                    timeout=self._drain_timeout,
-                )
+            await run_pooled(self._pool, wait)
         except asyncio.TimeoutError:
             pass  # a skipper's transaction is still open: the next poll covers it
         except Exception as exc:
             if not is_transient(exc):
                 raise
             self._wakeups.owe_drain(queues)  # those skippers are still unaccounted for
-            logger.warning("waiting for skipped notifications failed (%s)", exc)
+            logger.info(
+                "waiting for skipped notifications failed (%s); will wait again", describe(exc)
+            )
         finally:
             self._draining = False
         self._wakeups.wake()

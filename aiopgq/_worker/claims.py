@@ -8,20 +8,24 @@ claimed through their own statement, which applies them (sql/dequeue_limited.sql
 the others through the plain one, which never reads a queue's settings. The
 statements and their queue arguments are chosen again only when the paused set or
 the limited set changes.
+
+The fetcher's connection is its own, outside the pool (application_name
+`aiopgq-fetcher <worker id>`). A pool connection held for the worker's life would be
+taken back by asyncpg when the server closes it, and the holder's proxy disabled: the
+next look at it raised "connection has been released back to the pool". Our own
+connection can always be asked `is_closed()`, and is replaced at once when it is.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
-from .._db.connection import Connection
+from .._db.connection import Connection, close_quietly
 from .._db.statements import Statements
 from .completer import Completer, Outcomes
 from .leases import Leases
@@ -34,7 +38,7 @@ logger = logging.getLogger("aiopgq.fetcher")
 class Claims:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        connect: Callable[[], Awaitable[asyncpg.Connection[Any]]],
         sql: Statements,
         pauses: Pauses,
         worker_id: str,
@@ -46,7 +50,7 @@ class Claims:
         traced: bool = False,
         checkpoint: bool = False,
     ) -> None:
-        self._pool = pool
+        self._connect = connect
         self._sql = sql
         self._worker_id = worker_id
         self._completer = completer
@@ -63,8 +67,9 @@ class Claims:
         self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
         self._claim = self._claim_completing = ""
         self._queues_arg: str | list[str] | None = None  # None: no plain queue is active
-        self._conn: PoolConnectionProxy[Any] | None = None
+        self._conn: asyncpg.Connection[Any] | None = None
         self._orphans_possible = False  # a claim failed: it may have committed unseen
+        self._resuming = False  # the next claim is the first since the failure
         self.count = 0
         # After a claim: a limit held back runnable jobs (then claim again when a job of
         # ours ends, or at the time given to wakeups), or left keys unvisited (`more`).
@@ -77,11 +82,13 @@ class Claims:
         """Claim up to `limit` jobs on `conn` (committing the `done`s riding along).
         `held`: in a transaction held for the batch (holding.py), which would keep a
         limited queue's lock as long: skip a queue whose lock a peer holds, do not wait."""
-        if self._orphans_possible:
+        if self._resuming:
+            self._resuming = False  # claim first: the orphans can wait one claim
+        elif self._orphans_possible:
             orphans = await conn.fetch(self._sql.release_orphans, self._worker_id, self._held_ids())
             self._orphans_possible = False
             if orphans:
-                logger.warning(
+                logger.info(
                     "released %d jobs claimed by a dequeue whose reply was lost", len(orphans)
                 )
         if self._version != self._pauses.version:
@@ -169,22 +176,24 @@ class Claims:
         self._version = self._pauses.version
 
     def failed(self) -> None:
-        """A claim failed: its reply was lost, maybe after it committed. Before the next
-        claim, jobs marked ours that we do not hold go back to pending."""
-        self._orphans_possible = True
+        """A claim failed: its reply was lost, maybe after it committed. Jobs marked ours
+        that we do not hold go back to pending, before the second claim from now: the
+        first one resumes the work at once (what it claims is held by then)."""
+        self._orphans_possible = self._resuming = True
 
-    async def connection(self) -> PoolConnectionProxy[Any]:
-        # One pool connection held for the fetcher's life: no acquire and release
-        # (with the pool's reset, maybe a round trip) per fetch.
-        if self._conn is None or self._conn.is_closed():
-            self._conn = await self._pool.acquire()
-        return self._conn
+    async def connection(self) -> asyncpg.Connection[Any]:
+        """The fetcher's connection, made afresh if there is none or the server closed it."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            if conn is not None:
+                logger.info("fetch connection lost; reconnecting")
+            self._conn = None
+            conn = self._conn = await self._connect()
+        return conn
 
     async def drop_connection(self) -> None:
+        """Close the connection (after a failure, or when stopping); the next claim
+        connects afresh."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._pool.release(conn, timeout=5)
-                except Exception as exc:  # broken: asyncpg terminates it
-                    logger.debug("releasing the fetch connection failed (%s)", exc)
+            await close_quietly(conn)

@@ -11,6 +11,8 @@ import anyio
 import asyncpg
 
 from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._job import Job
@@ -126,6 +128,7 @@ class Completer:
         worker_id: str,
         *,
         wakeups: Wakeups,
+        outage: Outage,
         batch_size: int,
         interval: float,
     ) -> None:
@@ -135,7 +138,7 @@ class Completer:
         self._batch_size = batch_size
         self._interval = interval
         self._wakeups = wakeups
-        self._backoff = Backoff(logger, "writing job outcomes")
+        self._backoff = Backoff(logger, "writing job outcomes", outage=outage)
         self._buffer = Outcomes()
         self._writing = Outcomes()  # flushed by us right now
         self._riding = Outcomes()  # on their way with a dequeue
@@ -241,8 +244,8 @@ class Completer:
             self._writing, self._buffer, self._oldest = self._buffer, Outcomes(), None
         while True:
             try:
-                async with self._pool.acquire() as conn:
-                    retry_times = await self._writing.write(conn, self._sql, self._worker_id)
+                # Every write is guarded by the lease: running it again is harmless.
+                retry_times = await run_pooled(self._pool, self._write)
                 break
             except Exception as exc:
                 await anyio.sleep(self._backoff.failed(exc))  # the outcomes stay ours
@@ -251,3 +254,6 @@ class Completer:
         if retry_times:
             self._wakeups.retry_scheduled(min(retry_times))
         self._settled()
+
+    async def _write(self, conn: Connection) -> list[datetime]:
+        return await self._writing.write(conn, self._sql, self._worker_id)

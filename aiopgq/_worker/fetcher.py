@@ -17,7 +17,8 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from .._db.transient import Backoff
+from .._db.outage import Outage
+from .._db.transient import Backoff, never_sent
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
@@ -39,6 +40,7 @@ class Fetcher:
         wakeups: Wakeups,
         awake: AwakeRole,
         *,
+        outage: Outage,
         concurrency: int,
         poll_interval: float,
         recheck_interval: float,
@@ -54,7 +56,7 @@ class Fetcher:
         # Never let more than two batches of outcomes wait for the database.
         self._max_backlog = 2 * concurrency
         self._stopping = False
-        self._backoff = Backoff(logger, "fetching jobs")
+        self._backoff = Backoff(logger, "fetching jobs", outage=outage)
 
     def stop(self) -> None:
         self._stopping = True
@@ -81,7 +83,8 @@ class Fetcher:
             except Exception as exc:
                 await self._claims.drop_connection()
                 delay = self._backoff.failed(exc)  # raises what no retry can cure
-                self._claims.failed()
+                if not never_sent(exc):
+                    self._claims.failed()
                 await self._wakeups.sleep(delay)
                 continue
             self._backoff.succeeded()

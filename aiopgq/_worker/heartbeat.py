@@ -18,6 +18,8 @@ import asyncpg
 
 from .._context import JobContext
 from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .leases import Leases
@@ -37,21 +39,28 @@ async def run_heartbeat(
     leases: Leases,
     progress: ProgressBoard,
     presence: Presence,
+    outage: Outage,
 ) -> None:
     """Every `interval` seconds, touch heartbeat_at of the jobs in `held_ids()` (with
     the progress reported since the last beat), pass those that were cancelled to
     `cancelled` and tell `leases` which were renewed; then the registry row (one
     statement more per interval, held jobs or not)."""
-    backoff = Backoff(logger, "heartbeat", consequence="will retry at the next beat")
+    backoff = Backoff(logger, "heartbeat", interval=interval, outage=outage)
     while True:
         await anyio.sleep(interval)
         ids = held_ids()
         if ids:
             reported = progress.take() if progress else []
             sent = time.monotonic()
+
+            async def beat(
+                conn: Connection, ids: list[int] = ids, reported: list[JobContext] = reported
+            ) -> tuple[list[int], list[int], list[int]]:
+                return await _beat(conn, sql, worker_id, ids, reported)
+
             try:
-                async with pool.acquire() as conn:
-                    renewed, lost, gone = await _beat(conn, sql, worker_id, ids, reported)
+                # One statement: run again on another connection only if never sent.
+                renewed, lost, gone = await run_pooled(pool, beat)
             except Exception as exc:
                 progress.restore(reported)
                 backoff.failed(exc)  # the interval is the delay
@@ -62,6 +71,7 @@ async def run_heartbeat(
                 leases.renewed(sent, ids, renewed, lost)
         else:  # nothing held: no lease to renew, and none of the claims so far matters
             leases.renewed(time.monotonic(), (), (), ())
+            backoff.idle()  # nothing to extend: no failure left to retry
         await presence.beat()
 
 

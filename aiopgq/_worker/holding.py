@@ -12,8 +12,9 @@ import logging
 
 from anyio.abc import TaskGroup
 
+from .._db.outage import Outage
 from .._db.statements import Statements
-from .._db.transient import Backoff
+from .._db.transient import Backoff, never_sent
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Outcomes
@@ -33,6 +34,7 @@ class HoldingFetcher:
         wakeups: Wakeups,
         awake: AwakeRole,
         *,
+        outage: Outage,
         concurrency: int,
         poll_interval: float,
     ) -> None:
@@ -45,7 +47,7 @@ class HoldingFetcher:
         self._concurrency = concurrency
         self._poll_interval = poll_interval
         self._stopping = False
-        self._backoff = Backoff(logger, "held batch")
+        self._backoff = Backoff(logger, "held batch", outage=outage)
 
     def stop(self) -> None:
         self._stopping = True
@@ -61,7 +63,10 @@ class HoldingFetcher:
                 rows = await self._run_batch()
             except Exception as exc:
                 await self._claims.drop_connection()
-                await self._wakeups.sleep(self._backoff.failed(exc))
+                delay = self._backoff.failed(exc)  # raises what no retry can cure
+                if not never_sent(exc):
+                    self._claims.failed()
+                await self._wakeups.sleep(delay)
                 continue
             self._backoff.succeeded()
             if rows == self._concurrency or self._claims.more:

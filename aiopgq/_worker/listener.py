@@ -9,8 +9,10 @@ from typing import Any
 import anyio
 import asyncpg
 
+from .._db.connection import close_quietly
+from .._db.outage import Outage
 from .._db.statements import Statements, quote_identifier
-from .._db.transient import Backoff, reconnect_delay
+from .._db.transient import Backoff, describe, reconnect_delay
 from .control import Controls, is_control
 from .wakeups import Wakeups
 
@@ -45,6 +47,7 @@ class Listener:
         wakeups: Wakeups,
         *,
         controls: Controls | None = None,
+        outage: Outage | None = None,
         ping_interval: float = 10.0,
     ) -> None:
         self._connect = connect
@@ -54,6 +57,7 @@ class Listener:
         self._controls = controls
         self._ping_interval = ping_interval
         self._sql = sql
+        self._outage = outage
         self.connected = anyio.Event()
         self.reconnects = 0
         self._conn: asyncpg.Connection | None = None
@@ -103,7 +107,9 @@ class Listener:
                 self._controls.received(payload)
 
     async def run(self) -> None:
-        backoff = Backoff(logger, "LISTEN connection", consequence="polling meanwhile")
+        backoff = Backoff(
+            logger, "LISTEN connection", consequence="polling meanwhile", outage=self._outage
+        )
         while True:
             try:
                 conn = await self._connect()
@@ -115,8 +121,7 @@ class Listener:
                 await self._serve(conn)
             finally:
                 self._conn, self._awake = None, []
-                with anyio.CancelScope(shield=True):
-                    await _close_quietly(conn)
+                await close_quietly(conn)
             self.connected = anyio.Event()
             self.reconnects += 1
 
@@ -127,7 +132,7 @@ class Listener:
             await conn.add_listener(self._channel, self._on_notify)
             await self._check_direct(conn)
         except Exception as exc:
-            logger.warning("LISTEN %s failed (%s); reconnecting", self._channel, exc)
+            logger.warning("LISTEN %s failed (%s); reconnecting", self._channel, describe(exc))
             await anyio.sleep(reconnect_delay(1))
             return
         logger.debug("listening on channel %s", quote_identifier(self._channel))
@@ -146,10 +151,11 @@ class Listener:
                     async with self._conn_lock:
                         await conn.execute("SELECT 1")
             except Exception as exc:
-                logger.warning("LISTEN connection unhealthy (%s); reconnecting", exc)
+                logger.warning("LISTEN connection unhealthy (%s); reconnecting", describe(exc))
                 break
         self._conn, self._awake = None, []  # session locks die with the connection
-        logger.warning("LISTEN connection lost; reconnecting")
+        # A failing reconnect is what the outage account reports; one lost connection is not.
+        logger.info("LISTEN connection lost; reconnecting")
 
     async def _check_direct(self, conn: asyncpg.Connection) -> None:
         """Notice a pooler between us and PostgreSQL: pgbouncer reports a backend pid
@@ -165,11 +171,3 @@ class Listener:
                 extra={"channel": self._channel},
             )
         self.pooled = pooled
-
-
-async def _close_quietly(conn: asyncpg.Connection) -> None:
-    try:
-        with anyio.fail_after(2):
-            await conn.close()
-    except Exception:
-        conn.terminate()

@@ -12,6 +12,8 @@ import anyio
 import asyncpg
 
 from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .archive import archive_pass
@@ -30,6 +32,7 @@ async def run_maintenance(
     pool: asyncpg.Pool,
     sql: Statements,
     *,
+    outage: Outage,
     interval: float,
     visibility_timeout: float,
     retention: Mapping[str, float],
@@ -39,7 +42,7 @@ async def run_maintenance(
     `retention` maps a finished status ('done', 'failed', 'cancelled') to the seconds its
     rows are kept; a status not in it is kept forever.
     """
-    backoff = Backoff(logger, "maintenance pass", consequence="will retry at the next pass")
+    backoff = Backoff(logger, "maintenance pass", interval=interval, outage=outage)
     while True:
         try:
             await maintain_once(
@@ -60,31 +63,41 @@ async def maintain_once(
     retention: Mapping[str, float],
 ) -> tuple[int, int]:
     """One pass; returns (jobs rescued, rows pruned). Each batch is its own short transaction."""
+
+    async def one_pass(conn: Connection) -> tuple[int, int]:
+        return await _pass(conn, sql, visibility_timeout, retention)
+
+    # A pass is safe to run again from its start (run_pooled may, on a dead connection).
+    return await run_pooled(pool, one_pass)
+
+
+async def _pass(
+    conn: Connection, sql: Statements, visibility_timeout: float, retention: Mapping[str, float]
+) -> tuple[int, int]:
     rescued = pruned = 0
-    async with pool.acquire() as conn:
-        while True:
-            rows = await _rescue_batch(conn, sql, visibility_timeout)
-            if rows is None:
-                return rescued, pruned  # another worker leads
-            for row in rows:
-                _log_rescued(row)
-            rescued += len(rows)
-            if len(rows) < _BATCH:
-                break
-        await _expire_workers(conn, sql)
-        await _refresh_statistics(conn, sql)
-        for status, seconds in retention.items():
-            count = await _prune(conn, sql, status, seconds)
-            if count:
-                logger.info(
-                    "pruned %d %s jobs older than %s s",
-                    count,
-                    status,
-                    seconds,
-                    extra={"status": status, "pruned": count},
-                )
-            pruned += count
-        await archive_pass(conn, sql, retention, _leading)
+    while True:
+        rows = await _rescue_batch(conn, sql, visibility_timeout)
+        if rows is None:
+            return rescued, pruned  # another worker leads
+        for row in rows:
+            _log_rescued(row)
+        rescued += len(rows)
+        if len(rows) < _BATCH:
+            break
+    await _expire_workers(conn, sql)
+    await _refresh_statistics(conn, sql)
+    for status, seconds in retention.items():
+        count = await _prune(conn, sql, status, seconds)
+        if count:
+            logger.info(
+                "pruned %d %s jobs older than %s s",
+                count,
+                status,
+                seconds,
+                extra={"status": status, "pruned": count},
+            )
+        pruned += count
+    await archive_pass(conn, sql, retention, _leading)
     return rescued, pruned
 
 

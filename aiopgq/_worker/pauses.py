@@ -26,6 +26,9 @@ from collections.abc import Sequence
 import anyio
 import asyncpg
 
+from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .wakeups import Wakeups
@@ -35,9 +38,16 @@ logger = logging.getLogger("aiopgq.worker")
 
 class Pauses:
     def __init__(
-        self, sql: Statements, queues: Sequence[str], wakeups: Wakeups, *, refresh_interval: float
+        self,
+        sql: Statements,
+        queues: Sequence[str],
+        wakeups: Wakeups,
+        *,
+        refresh_interval: float,
+        outage: Outage | None = None,
     ) -> None:
         self._sql = sql
+        self._outage = outage  # the worker's one account of database trouble
         self._queues = list(queues)
         self._known = frozenset(queues)
         self._wakeups = wakeups
@@ -75,9 +85,7 @@ class Pauses:
     async def refresh(self, pool: asyncpg.Pool) -> None:
         """Read the paused set and the limited set from the database."""
         messages = self._messages
-        async with pool.acquire() as conn:
-            paused = await conn.fetchval(self._sql.paused_queues, self._queues)
-            limited = frozenset(await conn.fetchval(self._sql.limited_queues, self._queues))
+        paused, limited = await run_pooled(pool, self._read)
         if limited != self._limited:
             logger.info(
                 "queues with limits: %s",
@@ -88,12 +96,19 @@ class Pauses:
             self.version += 1
         # A NOTIFY applied while we read is newer than (or as new as) what we read.
         if messages == self._messages:
-            self._set(frozenset(paused))
+            self._set(paused)
+
+    async def _read(self, conn: Connection) -> tuple[frozenset[str], frozenset[str]]:
+        paused = await conn.fetchval(self._sql.paused_queues, self._queues)
+        limited = await conn.fetchval(self._sql.limited_queues, self._queues)
+        return frozenset(paused), frozenset(limited)
 
     async def run(self, pool: asyncpg.Pool) -> None:
         """After the first refresh: refresh every `refresh_interval` seconds, or sooner
         when asked; cancel to stop."""
-        backoff = Backoff(logger, "reading paused queues", consequence="will retry")
+        backoff = Backoff(
+            logger, "reading paused queues", interval=self._refresh_interval, outage=self._outage
+        )
         while True:
             with anyio.move_on_after(self._refresh_interval):
                 await self._refresh_requested.wait()

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 import anyio
 import asyncpg
 
+from .._db.connection import Connection
+from .._db.outage import Outage
+from .._db.pooled import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._version import __version__
@@ -35,6 +38,7 @@ class Presence:
         queues: Sequence[str],
         concurrency: int,
         heartbeat_interval: float,
+        outage: Outage,
     ) -> None:
         self._pool = pool
         self._sql = sql
@@ -50,20 +54,23 @@ class Presence:
         self._backoff = Backoff(
             logger,
             "recording the worker in the registry",
-            consequence="will retry at the next beat",
+            interval=heartbeat_interval,
+            outage=outage,
         )
 
     async def beat(self) -> None:
         """Record this worker as alive now (also its first registration)."""
         try:
-            async with self._pool.acquire() as conn:
-                await conn.execute(self._sql.worker_register, *self._args)
+            await run_pooled(self._pool, self._register)
         except Exception as exc:
             # Never fatal: a worker without its row still runs jobs (a role granted
             # before schema version 13 may lack the table; the log says so once).
             self._backoff.failed(exc, retry_any=True)
         else:
             self._backoff.succeeded()
+
+    async def _register(self, conn: Connection) -> None:
+        await conn.execute(self._sql.worker_register, *self._args)
 
     async def leave(self) -> None:
         """Stopping cleanly: delete our row (bounded; shielded from cancellation)."""

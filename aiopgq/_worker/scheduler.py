@@ -24,6 +24,7 @@ import anyio
 import asyncpg
 
 from .._db.connection import Connection
+from .._db.outage import Outage
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .contracts import ScheduleSpec
@@ -45,8 +46,10 @@ class Scheduler:
         worker_id: str,
         *,
         interval: float,
+        outage: Outage | None = None,
     ) -> None:
         self._pool = pool
+        self._outage = outage  # the worker's one account of database trouble
         self._sql = sql
         self._schedules = {s.name: s for s in schedules}
         self._worker_id = worker_id
@@ -54,7 +57,9 @@ class Scheduler:
 
     async def run(self) -> None:
         """Register the schedules, then tick them until cancelled."""
-        backoff = Backoff(logger, "periodic schedules", consequence="ticks wait meanwhile")
+        backoff = Backoff(
+            logger, "periodic schedules", consequence="ticks wait meanwhile", outage=self._outage
+        )
         registered = False
         while True:
             try:

@@ -24,13 +24,15 @@ import anyio
 import asyncpg
 from anyio.abc import TaskGroup, TaskStatus
 
-from .._db.dsn import check_dsn
+from .._db.dsn import check_dsn, redact
+from .._db.outage import Outage
 from .._enqueue import check_queue_name
 from .._errors import ConfigurationError
 from . import options
 from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
+from .connections import connection_name, connector
 from .contracts import QueueSpec
 from .control import Controls
 from .dispatcher import Dispatcher
@@ -159,7 +161,7 @@ class Worker:
     @property
     def listener_name(self) -> str:
         """application_name of this worker's LISTEN connection (in pg_stat_activity)."""
-        return f"aiopgq-listener {self.id}"[:63]
+        return connection_name("listener", self.id)
 
     @property
     def listener(self) -> Listener | None:
@@ -184,6 +186,8 @@ class Worker:
         try:
             await queue.check_schema()
             await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
+            dsn, _ = queue.connect_args()
+            outage = Outage(redact(dsn) if dsn else "")  # one account of database trouble
             presence = Presence(
                 queue.pool,
                 queue.sql,
@@ -191,10 +195,13 @@ class Worker:
                 queues=self.queues,
                 concurrency=self.concurrency,
                 heartbeat_interval=self.heartbeat_interval,
+                outage=outage,
             )
             await presence.beat()  # listed from the start, not from the first heartbeat
             try:
-                await self._serve(queue.pool, presence, burst=burst, task_status=task_status)
+                await self._serve(
+                    queue.pool, presence, outage, burst=burst, task_status=task_status
+                )
             finally:
                 await presence.leave()
         finally:
@@ -206,6 +213,7 @@ class Worker:
         self,
         pool: asyncpg.Pool,
         presence: Presence,
+        outage: Outage,
         *,
         burst: bool,
         task_status: TaskStatus[None],
@@ -219,6 +227,7 @@ class Worker:
             sql,
             self.id,
             wakeups=wakeups,
+            outage=outage,
             batch_size=self.completion_batch_size,
             interval=self.completion_interval,
         )
@@ -237,12 +246,18 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
-        pauses = Pauses(sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2)
+        pauses = Pauses(
+            sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2, outage=outage
+        )
         await pauses.refresh(pool)  # before the first claim
+        fetch_connect = connector(self.queue, connection_name("fetcher", self.id))
         columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
-        claims = Claims(pool, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns)
+        claims = Claims(
+            fetch_connect, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns
+        )
         controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
-        listener = self._make_listener(wakeups, controls) if self.listen and not burst else None
+        listening = self.listen and not burst
+        listener = self._make_listener(wakeups, controls, outage) if listening else None
         awake = AwakeRole(
             listener, pool, sql, claims, wakeups, self.queues, drain_timeout=self.poll_interval
         )
@@ -255,6 +270,7 @@ class Worker:
                 self.id,
                 wakeups,
                 awake,
+                outage=outage,
                 concurrency=self.concurrency,
                 poll_interval=self.poll_interval,
             )
@@ -265,6 +281,7 @@ class Worker:
                 completer,
                 wakeups,
                 awake,
+                outage=outage,
                 concurrency=self.concurrency,
                 poll_interval=self.poll_interval,
                 recheck_interval=self.recheck_interval,
@@ -282,18 +299,18 @@ class Worker:
         async with anyio.create_task_group() as services:
             services.start_soon(completer.run)
             beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
-            services.start_soon(run_heartbeat, *beat, leases, progress, presence)
+            services.start_soon(run_heartbeat, *beat, leases, progress, presence, outage)
             if not self.hold_transaction:  # held rows cannot be rescued: nothing to fence
                 vt, hb = self.visibility_timeout, self.heartbeat_interval
                 services.start_soon(run_fence, leases, dispatcher.running, dispatcher.fence, vt, hb)
-            services.start_soon(self._maintain, pool)
+            services.start_soon(self._maintain, pool, outage)
             services.start_soon(pauses.run, pool)
             if self.metrics_port is not None:
                 await self._start_metrics(services, pool)
             schedules = [s for s in self.queue.schedules.values() if s.queue_name in self.queues]
             if self.periodic and schedules and not burst:
                 scheduler = Scheduler(
-                    pool, sql, schedules, self.id, interval=self.maintenance_interval
+                    pool, sql, schedules, self.id, interval=self.maintenance_interval, outage=outage
                 )
                 services.start_soon(scheduler.run)
             if self.blocked_loop_warning:
@@ -331,10 +348,11 @@ class Worker:
         )
         self.serving_metrics_port = await services.start(server.run)
 
-    async def _maintain(self, pool: asyncpg.Pool) -> None:
+    async def _maintain(self, pool: asyncpg.Pool, outage: Outage) -> None:
         await run_maintenance(
             pool,
             self.queue.sql,
+            outage=outage,
             interval=self.maintenance_interval,
             visibility_timeout=self.visibility_timeout,
             retention=options.retention_by_status(
@@ -342,15 +360,11 @@ class Worker:
             ),
         )
 
-    def _make_listener(self, wakeups: Wakeups, controls: Controls) -> Listener:
-        dsn, kwargs = self.queue.connect_args()
-        dsn = self.listen_dsn or dsn
-        settings = {**kwargs.pop("server_settings", {}), "application_name": self.listener_name}
-
-        async def connect() -> asyncpg.Connection:
-            return await asyncpg.connect(dsn, server_settings=settings, **kwargs)
-
-        return Listener(connect, self.queue.sql, self.queues, wakeups, controls=controls)
+    def _make_listener(self, wakeups: Wakeups, controls: Controls, outage: Outage) -> Listener:
+        connect = connector(self.queue, self.listener_name, self.listen_dsn)
+        return Listener(
+            connect, self.queue.sql, self.queues, wakeups, controls=controls, outage=outage
+        )
 
     # -- running in the background of an asyncio service ---------------------------
 

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,17 @@ def test_throwaway_server_lifecycle() -> None:
         server.restart()  # same port and data: the same DSN works again
         assert server.pid != first_pid and not alive(first_pid)
         assert run_sql(dsn, "select 1") == 1
+
+        # An outage for tests: down for a while, then back on the same port.
+        with ThreadPoolExecutor(1) as pool:
+            restarting = pool.submit(server.restart, "fast", down_for=1.5)
+            time.sleep(0.7)
+            with pytest.raises(OSError):
+                run_sql(dsn, "select 1")
+            restarting.result(timeout=60)
+        assert run_sql(dsn, "select 1") == 1
+        with pytest.raises(EmbeddedServerError, match="down_for"):
+            server.restart(down_for=-1)
 
         # A postmaster killed under us is noticed, and restart brings it back.
         os.kill(server.pid, signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -95,8 +96,13 @@ async def test_queues_on_two_schemas_share_one_listen_connection(
 
 
 async def test_killing_the_shared_connection_resolves_every_queue_s_waiters(
-    dsn: str, queue: Queue, other_schema: str, conn: asyncpg.Connection
+    dsn: str,
+    queue: Queue,
+    other_schema: str,
+    conn: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="aiopgq")
     other = Queue(dsn, schema=other_schema)
     await other.migrate()
     echo_task(queue)
@@ -129,6 +135,10 @@ async def test_killing_the_shared_connection_resolves_every_queue_s_waiters(
         assert queue._waiters is not None and other._waiters is not None
         assert queue._waiters.hub is other._waiters.hub
         assert queue._waiters.hub is not None and queue._waiters.hub.connects == 3
+    # A lost connection is replaced at once, and says so at INFO: no warning (issue 13).
+    loud = [r for r in caplog.records if r.name.startswith("aiopgq") and r.levelno > logging.INFO]
+    assert not loud, [r.getMessage() for r in loud]
+    assert "LISTEN connection of waiters lost" in caplog.text
 
 
 async def test_other_credentials_get_their_own_connection(

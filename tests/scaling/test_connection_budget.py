@@ -1,10 +1,11 @@
 """Connection budget: a worker's connections do not grow with its concurrency, and a fleet
 fits a small server through pgbouncer.
 
-Per worker process: one LISTEN connection (direct) and a pool of at most max_pool_size
-(default 10), of which the worker's own parts use at most 5 at once: the fetcher's held
-connection, a completion flush, the heartbeat, a maintenance batch and the wait for
-producers that skipped NOTIFY. Handlers that use `queue.pool` share the rest.
+Per worker process: one LISTEN connection (direct), the fetcher's own connection, and a
+pool of at most max_pool_size (default 10), of which the worker's own parts use at most 5
+at once: a completion flush, the heartbeat, a maintenance batch, the wait for producers
+that skipped NOTIFY and the read of paused and limited queues. Handlers that use
+`queue.pool` share the rest.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..bouncer import start_pgbouncer
 from ..helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKER_PARTS = 5  # fetcher, completer, heartbeat, maintenance, skipped-NOTIFY wait
+WORKER_PARTS = 5  # completer, heartbeat, maintenance, skipped-NOTIFY wait, pauses
 
 
 async def connections_named(conn: asyncpg.Connection, name: str) -> int:
@@ -73,6 +74,8 @@ async def test_a_workers_connections_do_not_grow_with_its_concurrency(
 
             await eventually(drained, within=60, every=0.01)
             assert await connections_named(conn, worker.listener_name) == 1
+            fetcher = f"aiopgq-fetcher {worker.id}"[:63]
+            assert await connections_named(conn, fetcher) == 1
     assert peak_running == concurrency  # every slot was busy at some point
     assert 1 <= peak <= WORKER_PARTS, f"{peak} pool connections at concurrency {concurrency}"
 

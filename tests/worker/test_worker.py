@@ -99,9 +99,8 @@ async def test_polling_still_runs_jobs_when_listen_is_broken(queue: Queue) -> No
     async def poll_me() -> None:
         done.set()
 
-    worker = queue.worker(poll_interval=0.3)
-    # Point the LISTEN connection at a port where nothing listens: it keeps failing.
-    queue.connect_args = lambda: ("postgresql://postgres@127.0.0.1:1/nowhere", {})  # type: ignore[method-assign]
+    # Point the LISTEN connection (only) at a port where nothing listens: it keeps failing.
+    worker = queue.worker(poll_interval=0.3, listen_dsn="postgresql://postgres@127.0.0.1:1/nowhere")
     async with worker:
         await asyncio.sleep(0.5)
         assert worker.listener is not None and not worker.listener.connected.is_set()
