@@ -5,7 +5,13 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
-from ._archive import ArchiveLayout, ArchivePartition
+from ._client.limits import QueueSettings
+from ._client.overview import QueueStats
+from ._client.partitions import ArchiveLayout, ArchivePartition
+from ._client.queue import Queue
+from ._client.results import JobCancelled, JobFailed
+from ._client.sync import SyncQueue
+from ._client.unique import DuplicateJob
 from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
@@ -20,18 +26,12 @@ from ._errors import (
     Snooze,
     TaskNotFound,
 )
-from ._job import Job, JobError, JobEvent, JobStatus, current_job
-from ._limits import QueueSettings
+from ._models import Job, JobError, JobEvent, JobStatus, current_job
 from ._observer import Observer
-from ._overview import QueueStats
-from ._queue import Queue
-from ._results import JobCancelled, JobFailed
 from ._retry import Retry
-from ._supervisor import WorkerProcesses, run_workers
-from ._sync import SyncQueue
 from ._task import Task
-from ._unique import DuplicateJob
 from ._version import __version__ as __version__
+from ._worker.processes import WorkerProcesses, run_workers
 from ._worker.worker import Worker
 
 __all__ = [

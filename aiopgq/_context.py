@@ -17,7 +17,7 @@ import asyncpg
 from ._db.connection import Connection
 from ._db.statements import Statements
 from ._errors import ConfigurationError, LeaseLost
-from ._job import Job
+from ._models import Job
 from ._payload import encode_result
 
 # A state is saved with every heartbeat that carries it: keep it small.

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
-from ._job import Job
+from ._models import Job
 from ._worker.contracts import JobObservation, Outcome
 
 logger = logging.getLogger("aiopgq.observer")

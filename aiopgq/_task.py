@@ -9,8 +9,8 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._context import context_parameter
 from ._db.connection import Connection
-from ._enqueue import OnConflict, check_max_attempts, check_priority, check_queue_name
-from ._job import Job
+from ._models import Job
+from ._options import OnConflict, check_max_attempts, check_priority, check_queue_name
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
 

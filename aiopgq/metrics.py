@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
-from ._job import Job
+from ._models import Job
 from ._observer import Observer
 from ._worker.contracts import Outcome
 

@@ -33,11 +33,11 @@ except ImportError as exc:  # pragma: no cover - the test extra installs it
         f"aiopgq.testing needs pytest-asyncio ({exc}): pip install pytest-asyncio"
     ) from exc
 
+from ._client.queue import Queue
 from ._db.dsn import resolve_dsn
 from ._db.statements import quote_identifier, render
 from ._errors import ConfigurationError
-from ._job import Job, job_from_record
-from ._queue import Queue
+from ._models import Job, job_from_record
 
 __all__ = ["BindQueue", "aiopgq_dsn", "aiopgq_queue", "aiopgq_schema", "run_jobs"]
 

@@ -18,7 +18,7 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 
-from ._job import Job
+from ._models import Job
 from ._observer import Observer
 from ._version import __version__
 from ._worker.contracts import Outcome

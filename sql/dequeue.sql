@@ -9,7 +9,7 @@
 -- dequeue_completing.sql may be prepended (see Statements). The timestamps come
 -- back as epoch seconds (float8, exact to the microsecond): asyncpg's decoding of
 -- each timestamptz costs more, and a batch of jobs enqueued together shares one
--- value (aiopgq/_job.py, job_from_claimed_row, decodes each value once).
+-- value (aiopgq/_models.py, job_from_claimed_row, decodes each value once).
 WITH next AS (
     SELECT ctid AS tid, id
     FROM {{schema}}.jobs

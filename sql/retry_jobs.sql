@@ -8,7 +8,7 @@
 -- An idempotency key allows one live job: a job whose key a live job holds stays
 -- as it is, and of several with the same key only the newest is retried. A live job
 -- enqueued with the key meanwhile makes the statement fail on the unique index; the
--- caller runs it again (aiopgq/_control.py).
+-- caller runs it again (aiopgq/_client/admin.py).
 WITH candidates AS (
     SELECT DISTINCT ON (c.idempotency_key IS NULL, coalesce(c.idempotency_key, c.id::text)) c.id
     FROM {{schema}}.jobs c

@@ -23,7 +23,13 @@ ALLOWED_OUTSIDE = {
     "aiopgq._ops": FOUNDATION | {"aiopgq._db"},
 }
 # The worker runtime sees the client through Protocols (aiopgq._worker.contracts).
-WORKER_NEVER_IMPORTS = {"aiopgq", "aiopgq._queue", "aiopgq._task", "aiopgq._cli", "aiopgq._demo"}
+WORKER_NEVER_IMPORTS = {
+    "aiopgq",
+    "aiopgq._client.queue",
+    "aiopgq._task",
+    "aiopgq._cli",
+    "aiopgq._cli.demo",
+}
 MAX_LINES = 400
 
 
@@ -144,11 +150,11 @@ def test_the_dashboard_uses_only_the_public_api() -> None:
 def test_the_walk_counts_type_checking_and_function_local_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from .._queue import Queue\n"
+        "if TYPE_CHECKING:\n    from .._client.queue import Queue\n"
         "def f():\n    from .. import _task\n    import aiopgq._db.statements\n"
     )
     found = set(imports_in(source, "aiopgq._worker"))
-    assert found == {"aiopgq._queue", "aiopgq._task", "aiopgq._db.statements"}
+    assert found == {"aiopgq._client.queue", "aiopgq._task", "aiopgq._db.statements"}
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

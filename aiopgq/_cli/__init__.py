@@ -19,22 +19,22 @@ from .. import __version__
 from .._db.dsn import redact
 from .._errors import Error
 from . import (
+    actions,
     dashboard,
+    doctor,
     jobs,
-    local,
-    operate,
-    ops,
+    migrate,
     partition,
-    queues,
+    queue,
     schedules,
-    show,
+    server,
     top,
     worker,
 )
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
 COMMAND_MODULES = (
-    *(jobs, show, operate, queues, worker, ops, top, schedules, local),
+    *(migrate, jobs, actions, queue, worker, doctor, top, schedules, server),
     *(dashboard, partition),
 )
 

@@ -7,9 +7,9 @@ import importlib
 import sys
 from typing import Protocol
 
+from .._client.queue import Queue
 from .._db.dsn import check_dsn, resolve_dsn
 from .._errors import Error
-from .._queue import Queue
 
 DSN_HELP = "database URL (default: $AIOPGQ_DSN, else $DATABASE_URL)"
 SCHEMA_HELP = "schema of the queue tables (default: aiopgq)"

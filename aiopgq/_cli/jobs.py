@@ -1,138 +1,163 @@
-"""`aiopgq migrate`, `enqueue` and `status`: the schema and the jobs in it."""
+"""`aiopgq jobs` and `aiopgq job`: jobs as an operator reads them, with their errors."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
+from .._models import Job, JobEvent, JobStatus
 from .common import AddCommand, UsageError, queue_of
 
-_PAYLOAD_HELP = (
-    "JSON object of the task's arguments, e.g. '{\"a\": 1}'; - reads it from standard input, "
-    "@FILE from a file (for payloads too large for a command line)"
-)
+_STATUSES = [status.value for status in JobStatus]
 
 
 def register(add: AddCommand) -> None:
-    add("migrate", "create or upgrade the schema").set_defaults(run=migrate)
-
-    enqueue = add("enqueue", "enqueue a job by task name; prints its id")
-    enqueue.add_argument("task", help="the task's name, e.g. demo.add")
-    enqueue.add_argument("payload", nargs="?", default="{}", help=_PAYLOAD_HELP)
-    enqueue.add_argument("--queue", help="queue to put the job on (default: default)")
-    enqueue.add_argument(
-        "--priority",
-        type=int,
-        metavar="N",
-        help="higher runs first, a 32-bit integer (default: 0)",
+    jobs = add("jobs", "list the newest jobs with their last error")
+    jobs.add_argument(
+        "--status", choices=_STATUSES, help="only jobs in this status (default: any status)"
     )
-    enqueue.add_argument(
-        "--max-attempts",
-        type=int,
-        metavar="N",
-        help="runs before the job ends failed (default: 5)",
-    )
-    enqueue.add_argument(
-        "--delay",
-        type=float,
-        metavar="SECONDS",
-        help="start no sooner than this from now (default: 0, at once)",
-    )
-    enqueue.add_argument(
-        "--idempotency-key",
-        metavar="KEY",
-        help="while a job with this key is pending or running, print its id instead "
-        "(default: none)",
-    )
-    enqueue.add_argument(
-        "--concurrency-key",
-        metavar="KEY",
-        help="the job's key for its queue's per-key limit (`aiopgq queue --key-concurrency`; "
-        "default: none)",
-    )
-    enqueue.add_argument(
-        "--max-payload-bytes",
-        type=int,
-        metavar="BYTES",
-        default=1_000_000,
-        help="refuse a larger payload",
-    )
-    enqueue.set_defaults(run=enqueue_job)
+    jobs.add_argument("--queue", help="only jobs of this queue (default: any queue)")
+    jobs.add_argument("--task", help="only jobs of this task (default: any task)")
+    jobs.add_argument("--limit", type=int, default=50, metavar="N", help="at most N jobs")
+    jobs.set_defaults(run=list_jobs)
 
-    add(
-        "status",
-        "job counts per queue and status, and the mean progress of running jobs that report it",
-    ).set_defaults(run=status)
+    job = add("job", "show one job in full: payload, attempts, errors, times, worker")
+    job.add_argument("id", type=int, metavar="ID", help="the job's id")
+    job.add_argument("--json", action="store_true", help="print it as one JSON object")
+    job.set_defaults(run=show_job)
 
 
-async def migrate(args: argparse.Namespace) -> int:
-    queue = queue_of(args)
-    applied = await queue.migrate()
-    where = f"schema {queue.schema}"
-    print(f"applied migrations {applied} to {where}" if applied else f"{where} is up to date")
-    return 0
-
-
-def read_payload(argument: str) -> dict[str, Any]:
-    """The payload argument as a dict: JSON text, `-` for standard input, `@FILE`."""
-    source = "the payload"
-    if argument == "-":
-        text, source = sys.stdin.read(), "the payload on standard input"
-    elif argument.startswith("@"):
-        path = Path(argument[1:])
-        source = f"payload file {path}"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {source}: {exc}") from None
-    else:
-        text = argument
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{source} is not valid JSON ({exc}); e.g. '{{\"a\": 1}}'") from None
-    if not isinstance(payload, dict):
-        raise UsageError(
-            f"{source} must be a JSON object of the task's arguments, e.g. '{{\"a\": 1}}'"
-        )
-    return payload
-
-
-async def enqueue_job(args: argparse.Namespace) -> int:
-    payload = read_payload(args.payload)
-    async with queue_of(args, max_payload_bytes=args.max_payload_bytes) as queue:
-        job = await queue.enqueue(
-            args.task,
-            payload,
-            queue=args.queue,
-            priority=args.priority,
-            max_attempts=args.max_attempts,
-            delay=args.delay,
-            idempotency_key=args.idempotency_key,
-            concurrency_key=args.concurrency_key,
-        )
-    print(job.id)
-    return 0
-
-
-async def status(args: argparse.Namespace) -> int:
+async def list_jobs(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
     async with queue_of(args) as queue:
         await queue.check_schema()
-        rows = await queue.status()
-        paused = await queue.paused_queues()
-    print(f"{'queue':<20} {'status':<10} {'jobs':>10} {'oldest runnable':>16} {'progress':>9}")
-    for row in rows:
-        age, progress = row["oldest_runnable_age"], row["progress"]
-        print(
-            f"{row['queue']:<20} {row['status']:<10} {row['jobs']:>10} "
-            f"{'' if age is None else f'{age:.1f} s':>16} "
-            f"{'' if progress is None else f'{progress:.0%}':>9}"
+        found = await queue.list_jobs(
+            status=args.status, queue=args.queue, task=args.task, limit=args.limit
         )
-    if not rows:
+    print(f"{'id':>10} {'status':<9} {'queue':<14} {'task':<24} {'tries':>5} {'when':<19}  error")
+    for job in found:
+        when = job.finished_at or job.run_at
+        tries = f"{job.attempts}/{job.max_attempts}"
+        print(
+            f"{job.id:>10} {job.status.value:<9} {_cut(job.queue, 14):<14} "
+            f"{_cut(job.task, 24):<24} {tries:>5} {_time(when):<19}  {summary(job.last_error)}"
+        )
+    if not found:
         print("(no jobs)")
-    if paused:
-        print(f"paused queues: {', '.join(paused)} (`aiopgq resume QUEUE` to resume)")
     return 0
+
+
+async def show_job(args: argparse.Namespace) -> int:
+    async with queue_of(args) as queue:
+        job = await queue.get_job(args.id)
+    if args.json:
+        print(json.dumps(as_dict(job), indent=2, default=str))
+        return 0
+    rows = [
+        ("id", job.id),
+        ("task", job.task),
+        ("queue", job.queue),
+        ("status", job.status.value),
+        ("priority", job.priority),
+        ("attempts", f"{job.attempts} of {job.max_attempts}"),
+        ("worker", _worker(job)),
+        ("created", _time(job.created_at)),
+        ("run at", _time(job.run_at)),
+        ("heartbeat", _time(job.heartbeat_at)),
+        ("finished", _time(job.finished_at)),
+        ("payload", json.dumps(job.payload, indent=2)),
+        ("result", "-" if job.result is None else json.dumps(job.result, indent=2)),
+    ]
+    if job.progress is not None:  # reported by its handler (ctx.progress)
+        rows.append(("progress", f"{job.progress:.0%}"))
+        rows.append(("checkpoint", json.dumps(job.checkpoint, indent=2)))
+    for name, value in rows:
+        print(f"{name + ':':<11}{_indent(str(value))}")
+    for event in job.history:  # snoozes and aborts
+        print(f"{'event:':<11}{_event(event)}")
+    print(f"errors:    {len(job.errors) or 'none'}")
+    for error in job.errors:
+        print(f"\n--- attempt {error.attempt}, {_time(error.at)}, worker {error.worker or '-'}")
+        print(error.error.rstrip())
+    if job.last_error and not job.errors:  # failed before the history existed
+        print(f"\n--- last error\n{job.last_error.rstrip()}")
+    return 0
+
+
+def as_dict(job: Job) -> dict[str, Any]:
+    """The job as JSON types (times as ISO 8601 text)."""
+    return {
+        "id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "status": job.status.value,
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "worker": job.locked_by,
+        "created_at": _iso(job.created_at),
+        "run_at": _iso(job.run_at),
+        "heartbeat_at": _iso(job.heartbeat_at),
+        "finished_at": _iso(job.finished_at),
+        "payload": job.payload,
+        "result": job.result,
+        "last_error": job.last_error,
+        "errors": [
+            {"at": _iso(e.at), "attempt": e.attempt, "worker": e.worker, "error": e.error}
+            for e in job.errors
+        ],
+        "progress": job.progress,
+        "checkpoint": job.checkpoint,
+        "history": [
+            {"event": e.event, "at": _iso(e.at), "attempt": e.attempt, "worker": e.worker}
+            | ({"seconds": e.seconds} if e.event == "snooze" else {"reason": e.reason})
+            | ({"over_limit": True} if e.over_limit else {})
+            for e in job.history
+        ],
+    }
+
+
+def _event(event: JobEvent) -> str:
+    """A snooze or an abort, on one line."""
+    if event.event == "snooze":
+        what = f"snoozed for {event.seconds:g} s" + (
+            " (over max_snoozes)" if event.over_limit else ""
+        )
+    else:
+        what = f"aborted: {event.reason}"
+    return f"attempt {event.attempt} {what}, {_time(event.at)}, worker {event.worker or '-'}"
+
+
+def _worker(job: Job) -> str:
+    if job.locked_by:  # running, or cancelled while running
+        return job.locked_by
+    if job.errors and job.errors[-1].worker:
+        return f"{job.errors[-1].worker} (its last failed attempt)"
+    return "-"
+
+
+def summary(error: str | None, width: int = 70) -> str:
+    """The line of an error that says what happened (a traceback's last line)."""
+    if not error:
+        return ""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    return _cut(lines[-1] if lines else "", width)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _time(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n" + " " * 11)

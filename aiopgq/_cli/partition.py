@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._archive import ArchiveLayout
+from .._client.partitions import ArchiveLayout
 from .common import AddCommand, UsageError, queue_of
 
 

@@ -20,10 +20,10 @@ import asyncpg
 
 from .._db.dsn import redact
 from .._db.migrations import check_version
+from .._ops.queries import OpsStatements
 from .._ops.snapshot import Snapshot, Watcher
-from .._ops.statements import OpsStatements
 from .common import AddCommand, UsageError, dsn_of, schema_of
-from .ops import age
+from .doctor import age
 
 if TYPE_CHECKING:
     from rich.console import Group

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._db.connection import Connection
-from .statements import OpsStatements
+from .queries import OpsStatements
 
 Verdict = Literal["ok", "warn", "fail", "skip"]
 

@@ -19,7 +19,7 @@ from .._db.migrations import code_version, database_version
 from .._db.statements import Statements
 from . import checks
 from .checks import Check, Settings
-from .statements import OpsStatements
+from .queries import OpsStatements
 
 
 @dataclass

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .._db.connection import Connection
-from .statements import OpsStatements
+from .queries import OpsStatements
 
 
 @dataclass(frozen=True)

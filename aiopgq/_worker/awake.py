@@ -17,7 +17,7 @@ import asyncpg
 from anyio.abc import TaskGroup
 
 from .._db.connection import Connection
-from .._db.pooled import run_pooled
+from .._db.retrying import run_pooled
 from .._db.statements import Statements
 from .._db.transient import describe, is_transient
 from .claims import Claims

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import asyncpg
 
 from .._context import Middleware
 from .._db.statements import Statements
-from .._job import Job
+from .._models import Job
 from .._payload import KeywordCheck
 from .._retry import Retry
 
@@ -94,8 +94,10 @@ class ScheduleSpec(Protocol):
         ...
 
 
+@runtime_checkable
 class QueueSpec(Protocol):
-    """What a worker needs of the queue it serves."""
+    """What a worker needs of the queue it serves (runtime-checkable: `aiopgq worker`
+    checks its target without importing the client)."""
 
     @property
     def schema(self) -> str: ...

@@ -15,7 +15,7 @@ import asyncpg
 
 from .._context import JobContext
 from .._errors import LeaseLost
-from .._job import Job, _current_job, job_from_claimed_row
+from .._models import Job, _current_job, job_from_claimed_row
 from .._payload import decode_payload, encode_result
 from .completer import Completer, Sink
 from .contracts import JobObserver, TaskSpec

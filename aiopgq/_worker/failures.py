@@ -15,7 +15,7 @@ from typing import Any
 
 from .._context import JobContext
 from .._errors import Abort, Snooze
-from .._job import Job
+from .._models import Job
 from .completer import Sink
 from .contracts import TaskSpec
 

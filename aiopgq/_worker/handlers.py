@@ -17,7 +17,7 @@ import asyncpg
 
 from .._context import JobContext, Middleware
 from .._db.statements import Statements
-from .._job import Job, _current_job
+from .._models import Job, _current_job
 from .._payload import encode_result
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec

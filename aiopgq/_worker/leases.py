@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping
 
 import anyio
 
-from .._job import Job
+from .._models import Job
 
 logger = logging.getLogger("aiopgq.worker")
 

@@ -13,7 +13,7 @@ import asyncpg
 
 from .._db.connection import Connection
 from .._db.outage import Outage
-from .._db.pooled import run_pooled
+from .._db.retrying import run_pooled
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .archive import archive_pass

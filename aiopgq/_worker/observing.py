@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .._job import Job
+from .._models import Job
 from .completer import Sink
 from .contracts import JobObservation, Outcome
 

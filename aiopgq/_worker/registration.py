@@ -1,7 +1,7 @@
 """Registration: a starting worker records its tasks' declarations in the tasks table.
 
 Producers that enqueue by name a task they did not register themselves read these
-declarations (aiopgq/_registry.py): the queue, priority and max_attempts to use when
+declarations (aiopgq/_client/task_registry.py): the queue, priority and max_attempts to use when
 the caller gives none, and the argument names to check the payload against.
 """
 

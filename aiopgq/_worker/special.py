@@ -10,7 +10,7 @@ from datetime import datetime
 
 from .._db.connection import Connection
 from .._db.statements import Statements
-from .._job import Job
+from .._models import Job
 
 
 class SpecialOutcomes:

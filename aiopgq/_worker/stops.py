@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._job import Job
+from .._models import Job
 
 
 class StopRequests:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import anyio
 
-from .._job import Job
+from .._models import Job
 from .dispatcher import JOB_TASK_PREFIX
 
 logger = logging.getLogger("aiopgq.worker")

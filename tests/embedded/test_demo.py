@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from aiopgq._demo import _Run, _table, run_demo
+from aiopgq._cli.demo import _Run, _table, run_demo
 from aiopgq._embedded.data import FALLBACK_DATA_BASES
 from aiopgq.embedded import persistent_data_dir
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from aiopgq._demo import run_demo
+from aiopgq._cli.demo import run_demo
 from aiopgq._embedded.running import DEFAULT_PORT, port_is_free, recorded_port
 from aiopgq.embedded import running_server
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ._core import QueueCore
-from ._db.connection import Connection
-from ._db.migrations import missing_schema_as_error
-from ._errors import TaskNotFound
-from ._payload import KeywordCheck
+from .._db.connection import Connection
+from .._db.migrations import missing_schema_as_error
+from .._errors import TaskNotFound
+from .._payload import KeywordCheck
+from .core import QueueCore
 
 # A copy of the registry is used this long, then read again on the next lookup.
 REFRESH_AFTER = 60.0

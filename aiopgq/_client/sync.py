@@ -1,6 +1,6 @@
 """SyncQueue: enqueue from code that is not asyncio (Django, Flask, scripts) with psycopg 3.
 
-The same checks as Queue (aiopgq/_enqueue.py, _payload.py, the task registry), the same
+The same checks as Queue (aiopgq/_options.py, _payload.py, the task registry), the same
 statements (sql/, with psycopg's placeholders), and the same wake-up: the insert
 trigger notifies the workers, at the commit of the caller's transaction.
 """
@@ -14,15 +14,15 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._db.dsn import check_dsn, redact, resolve_dsn
-from ._db.statements import for_psycopg, render, validate_identifier
-from ._enqueue import Batch, TaskDefaults, make_batch, resolve_options
-from ._errors import ConfigurationError, JobNotFound, SchemaError
-from ._job import Job, build_job, build_jobs, job_from_record
-from ._payload import encode_payload
-from ._queue import Queue
-from ._registry import Declaration, RegistryCache
-from ._task import Task
+from .._db.dsn import check_dsn, redact, resolve_dsn
+from .._db.statements import for_psycopg, render, validate_identifier
+from .._errors import ConfigurationError, JobNotFound, SchemaError
+from .._models import Job, build_job, build_jobs, job_from_record
+from .._options import Batch, TaskDefaults, make_batch, resolve_options
+from .._payload import encode_payload
+from .._task import Task
+from .queue import Queue
+from .task_registry import Declaration, RegistryCache
 
 if TYPE_CHECKING:
     import psycopg

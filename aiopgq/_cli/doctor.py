@@ -10,8 +10,8 @@ import asyncpg
 from .._db.migrations import check_version
 from .._ops.checks import Check, Settings
 from .._ops.doctor import Report, examine
+from .._ops.queries import OpsStatements
 from .._ops.snapshot import read_workers
-from .._ops.statements import OpsStatements
 from .common import AddCommand, dsn_of, schema_of
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._core import QueueCore
-from ._db.migrations import missing_schema_as_error
-from ._job import Job, job_from_record
+from .._db.migrations import missing_schema_as_error
+from .._models import Job, job_from_record
+from .core import QueueCore
 
 
 @dataclass(frozen=True)

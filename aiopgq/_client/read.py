@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import QueueCore
-from ._db.migrations import missing_schema_as_error
-from ._enqueue import check_queue_name
-from ._errors import JobNotFound
-from ._job import Job, JobStatus, job_from_record
+from .._db.migrations import missing_schema_as_error
+from .._errors import JobNotFound
+from .._models import Job, JobStatus, job_from_record
+from .._options import check_queue_name
+from .core import QueueCore
 
 
 class Inspection(QueueCore):

@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 import asyncpg
 
-from ._db.migrations import missing_schema_as_error
-from ._db.statements import Statements
-from ._db.transient import Backoff, is_transient
-from ._errors import JobNotFound, QueueNotOpen
-from ._listen_hub import ListenHub, listen_hub
+from .._db.migrations import missing_schema_as_error
+from .._db.statements import Statements
+from .._db.transient import Backoff, is_transient
+from .._errors import JobNotFound, QueueNotOpen
+from .listen_hub import ListenHub, listen_hub
 
 logger = logging.getLogger("aiopgq.queue")
 

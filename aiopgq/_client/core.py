@@ -13,14 +13,14 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 import asyncpg
 
-from ._db.connection import Connection
-from ._db.pooled import Operation
-from ._db.statements import Statements
-from ._enqueue_retry import EnqueueRetry
-from ._errors import ConfigurationError, QueueNotOpen
-from ._observer import Observer
-from ._retry import Retry
-from ._task import Enqueuer, Task
+from .._db.connection import Connection
+from .._db.retrying import Operation
+from .._db.statements import Statements
+from .._errors import ConfigurationError, QueueNotOpen
+from .._observer import Observer
+from .._retry import Retry
+from .._task import Enqueuer, Task
+from .enqueue_retry import EnqueueRetry
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -116,7 +116,7 @@ class QueueCore:
         """`op` on the caller's connection, else on a pool connection: one found dead
         before anything was sent is replaced, and with a retry time (the call's, else
         the queue's `enqueue_retry_for`) what cannot run twice is retried
-        (aiopgq/_enqueue_retry.py; `idempotent`: `op` may run twice harmlessly)."""
+        (aiopgq/_client/enqueue_retry.py; `idempotent`: `op` may run twice harmlessly)."""
         seconds = self._enqueue_retry.seconds_for(retry_for, connection is not None)
         if connection is not None:
             return await op(connection)

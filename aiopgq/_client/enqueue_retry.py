@@ -2,7 +2,7 @@
 
 `Queue(enqueue_retry_for=...)` sets it for every enqueue, the `enqueue_retry_for`
 argument of `enqueue`, `enqueue_many` and `copy_many` for one call. What is retried
-(`aiopgq._db.pooled.run_pooled_retrying`): an attempt whose connection could not be
+(`aiopgq._db.retrying.run_pooled_retrying`): an attempt whose connection could not be
 made (server down, restarting, out of connections), a statement that certainly never
 reached the server, and, when every job of the call has an idempotency key and
 `on_conflict="ignore"`, any transient error: a second keyed insert returns the jobs of
@@ -19,9 +19,9 @@ from typing import TypeVar
 
 import asyncpg
 
-from ._db.outage import Outage
-from ._db.pooled import Operation, run_pooled, run_pooled_retrying
-from ._errors import ConfigurationError
+from .._db.outage import Outage
+from .._db.retrying import Operation, run_pooled, run_pooled_retrying
+from .._errors import ConfigurationError
 
 T = TypeVar("T")
 logger = logging.getLogger("aiopgq.queue")

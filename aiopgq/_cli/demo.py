@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
-from ._db.dsn import redact
-from ._db.statements import quote_identifier
-from ._errors import ConfigurationError, Error
-from ._queue import Queue
+from .._client.queue import Queue
+from .._db.dsn import redact
+from .._db.statements import quote_identifier
+from .._errors import ConfigurationError, Error
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from .embedded import EmbeddedServer, RunningServer
+    from ..embedded import EmbeddedServer, RunningServer
 
 CHUNK = 5_000  # jobs per enqueue_many call: one round trip each
 CONCURRENCY = 100
@@ -123,8 +123,8 @@ _NEXT_ON_A_SERVER = (
 def _embedded() -> tuple[EmbeddedServer | None, RunningServer | None]:
     """The server the demo starts on the persistent data folder, or the one running there
     (an `aiopgq server`, say) when there is one: two servers cannot share a folder."""
-    from ._embedded.data import fallback_note
-    from .embedded import persistent_data_dir, running_server, start_persistent
+    from .._embedded.data import fallback_note
+    from ..embedded import persistent_data_dir, running_server, start_persistent
 
     data_dir, replaced = persistent_data_dir()
     if replaced is not None:

@@ -11,12 +11,12 @@ import asyncpg
 
 from ._db.connection import Connection
 from ._db.statements import Statements
-from ._job import Job, JobWaiter, build_jobs
+from ._models import Job, JobWaiter, build_jobs
 from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
-# What an enqueue with an idempotency key does when a job holds the key (aiopgq/_unique.py).
+# What an enqueue with an idempotency key does when a job holds the key (aiopgq/_client/unique.py).
 OnConflict = Literal["ignore", "replace", "raise"]
 ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 

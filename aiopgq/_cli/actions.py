@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._client.queue import Queue
 from .._errors import JobNotFound
-from .._queue import Queue
 from .common import AddCommand, UsageError, queue_of
 
 

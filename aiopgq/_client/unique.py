@@ -16,12 +16,12 @@ from typing import Any
 
 import asyncpg
 
-from ._core import QueueCore
-from ._db.connection import Connection
-from ._db.migrations import missing_schema_as_error
-from ._enqueue import ON_CONFLICT, OnConflict, Options
-from ._errors import Error
-from ._job import Job, JobStatus, build_job, job_from_record
+from .._db.connection import Connection
+from .._db.migrations import missing_schema_as_error
+from .._errors import Error
+from .._models import Job, JobStatus, build_job, job_from_record
+from .._options import ON_CONFLICT, OnConflict, Options
+from .core import QueueCore
 
 MAX_KEY_BYTES = 1000  # a B-tree entry holds at most ~2,700 bytes; keys are names, not data
 _KEY_INDEX = "jobs_idempotency_key_idx"

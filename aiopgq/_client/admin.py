@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from ._db.connection import Connection
-from ._db.migrations import missing_schema_as_error
-from ._enqueue import check_queue_name
-from ._inspection import Inspection
+from .._db.connection import Connection
+from .._db.migrations import missing_schema_as_error
+from .._options import check_queue_name
+from .read import Inspection
 
 logger = logging.getLogger("aiopgq.queue")
 

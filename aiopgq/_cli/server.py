@@ -63,7 +63,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def demo_run(args: argparse.Namespace) -> int:
-    from .._demo import run_demo
+    from .demo import run_demo
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._core import QueueCore
-from ._observer import Observer, combine
+from .._observer import Observer, combine
+from .core import QueueCore
 
 
 class Instrumented(QueueCore):

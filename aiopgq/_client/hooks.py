@@ -7,9 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from ._context import Middleware
-from ._core import QueueCore
-from ._job import Job
+from .._context import Middleware
+from .._models import Job
+from .core import QueueCore
 
 logger = logging.getLogger("aiopgq.queue")
 

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ._core import QueueCore
-from ._db.migrations import missing_schema_as_error
+from .._db.migrations import missing_schema_as_error
+from .core import QueueCore
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 logger = logging.getLogger("aiopgq.supervisor")
 
@@ -51,7 +51,7 @@ def process_count(processes: int | str) -> int:
 
 def check_target(target: str) -> None:
     """Import MODULE:ATTRIBUTE here, so a typo fails once, not in every child forever."""
-    from ._queue import Queue
+    from .contracts import QueueSpec
 
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
@@ -64,7 +64,7 @@ def check_target(target: str) -> None:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from None
-    if not isinstance(getattr(module, attribute, None), Queue):
+    if not isinstance(getattr(module, attribute, None), QueueSpec):
         raise ConfigurationError(
             f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}"
         )

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import anyio
 import asyncpg
 
-from ._db.transient import Backoff, describe
+from .._db.transient import Backoff, describe
 
 logger = logging.getLogger("aiopgq.queue")
 

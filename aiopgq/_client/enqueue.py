@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._db.connection import Connection
-from ._db.migrations import missing_schema_as_error
-from ._enqueue import (
+from .._db.connection import Connection
+from .._db.migrations import missing_schema_as_error
+from .._models import Job, build_job
+from .._observer import observe_enqueue
+from .._options import (
     Batch,
     OnConflict,
     TaskDefaults,
@@ -23,13 +25,11 @@ from ._enqueue import (
     make_batch,
     resolve_options,
 )
-from ._hooks import Hooks
-from ._job import Job, build_job
-from ._observer import observe_enqueue
-from ._payload import encode_payload
-from ._registry import RegistryLookup
-from ._results import Results
-from ._unique import Unique, uniqueness
+from .._payload import encode_payload
+from .hooks import Hooks
+from .results import Results
+from .task_registry import RegistryLookup
+from .unique import Unique, uniqueness
 
 
 class Enqueuing(RegistryLookup, Unique, Hooks, Results):

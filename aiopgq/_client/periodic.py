@@ -13,14 +13,14 @@ from collections.abc import Callable
 from datetime import datetime, timezone, tzinfo
 from typing import Any, ParamSpec, TypeVar
 
-from ._context import context_parameter
-from ._core import QueueCore
-from ._db.migrations import missing_schema_as_error
-from ._errors import ConfigurationError
-from ._job import current_job
-from ._retry import Retry
-from ._schedule import Schedule
-from ._task import Task
+from .._context import context_parameter
+from .._db.migrations import missing_schema_as_error
+from .._errors import ConfigurationError
+from .._models import current_job
+from .._retry import Retry
+from .._schedule import Schedule
+from .._task import Task
+from .core import QueueCore
 
 P = ParamSpec("P")
 R = TypeVar("R")

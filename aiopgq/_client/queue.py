@@ -9,25 +9,25 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
-from ._archive import Archive
-from ._control import Control
-from ._db import migrations
-from ._db.dsn import check_dsn, redact, resolve_dsn
-from ._db.pool import connect, create_pool
-from ._db.statements import Statements, validate_identifier
-from ._enqueue_retry import EnqueueRetry
-from ._enqueuing import Enqueuing
-from ._errors import ConfigurationError
-from ._instrumented import Instrumented
-from ._limits import Limits
-from ._observer import Observer, combine
-from ._overview import Overview
-from ._periodic import Periodic
-from ._registry import RegistryCache
-from ._retry import Retry
-from ._schedule import Schedule
-from ._task import Task
-from ._worker.worker import Worker
+from .._db import migrations
+from .._db.dsn import check_dsn, redact, resolve_dsn
+from .._db.pool import connect, create_pool
+from .._db.statements import Statements, validate_identifier
+from .._errors import ConfigurationError
+from .._observer import Observer, combine
+from .._retry import Retry
+from .._schedule import Schedule
+from .._task import Task
+from .._worker.worker import Worker
+from .admin import Control
+from .enqueue import Enqueuing
+from .enqueue_retry import EnqueueRetry
+from .instrumented import Instrumented
+from .limits import Limits
+from .overview import Overview
+from .partitions import Archive
+from .periodic import Periodic
+from .task_registry import RegistryCache
 
 P = ParamSpec("P")
 R = TypeVar("R")

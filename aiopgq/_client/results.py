@@ -7,10 +7,10 @@ from typing import Any
 
 import anyio
 
-from ._core import QueueCore
-from ._errors import Error
-from ._job import Job, JobStatus, job_from_record
-from ._waiters import Waiters
+from .._errors import Error
+from .._models import Job, JobStatus, job_from_record
+from .core import QueueCore
+from .waiters import Waiters
 
 
 class JobFailed(Error):

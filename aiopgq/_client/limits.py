@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from ._core import QueueCore
-from ._db.connection import Connection
-from ._db.migrations import missing_schema_as_error
-from ._enqueue import check_queue_name
-from ._errors import ConfigurationError
+from .._db.connection import Connection
+from .._db.migrations import missing_schema_as_error
+from .._errors import ConfigurationError
+from .._options import check_queue_name
+from .core import QueueCore
 
 
 class _Keep(enum.Enum):
