@@ -5,9 +5,6 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
-from ._client.limits import QueueSettings
-from ._client.overview import QueueStats
-from ._client.partitions import ArchiveLayout, ArchivePartition
 from ._client.queue import Queue
 from ._client.results import JobCancelled, JobFailed
 from ._client.sync import SyncQueue
@@ -26,7 +23,17 @@ from ._errors import (
     Snooze,
     TaskNotFound,
 )
-from ._models import Job, JobError, JobEvent, JobStatus, current_job
+from ._models import (
+    ArchiveLayout,
+    ArchivePartition,
+    Job,
+    JobError,
+    JobEvent,
+    JobStatus,
+    QueueSettings,
+    QueueStats,
+    current_job,
+)
 from ._observer import Observer
 from ._retry import Retry
 from ._task import Task

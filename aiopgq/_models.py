@@ -1,4 +1,5 @@
-"""Jobs as the user sees them, and every way a row becomes a Job."""
+"""The model: jobs, queue statistics, limits and archive layout as the user sees them, and
+every way a row becomes a Job."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import enum
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -88,6 +89,9 @@ class Job:
     progress: float | None = None
     checkpoint: Any = None
     history: tuple[JobEvent, ...] = ()
+    # The Queue that returned this Job (enqueue, get_job, list_jobs): what wait() waits on.
+    # None for a Job made elsewhere (unpickled, copied, or built by hand).
+    waiter: JobWaiter | None = field(default=None, repr=False, compare=False)
 
     async def wait(self, timeout: float | None = None) -> Job:
         """Wait until the job has ended and return it as it ended (`result` holds the
@@ -97,19 +101,99 @@ class Job:
         >>> job = await add.enqueue(1, b=2)
         >>> (await job.wait(timeout=30)).result
         """
-        owner: JobWaiter | None = self.__dict__.get("_owner")
-        if owner is None:
+        waiter = self.waiter
+        if waiter is None:
             raise RuntimeError(
                 f"job {self.id} was not returned by a Queue's enqueue or get_job, so it "
                 f"knows no queue to wait on: use `await queue.result({self.id})`"
             )
-        return await owner.wait_for_job(self.id, timeout)
+        return await waiter.wait_for_job(self.id, timeout)
+
+    def waiting_on(self, waiter: JobWaiter | None) -> Job:
+        """This Job, whose wait() waits on `waiter`."""
+        return self if waiter is self.waiter else replace(self, waiter=waiter)
 
     def __getstate__(self) -> dict[str, Any]:
         # A pickled or copied Job leaves its queue (and the queue's pool) behind.
-        state = dict(self.__dict__)
-        state.pop("_owner", None)
-        return state
+        return {**self.__dict__, "waiter": None}
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """One queue now, and what went through it in the last `window` seconds.
+
+    >>> for q in await queue.queue_stats(window=60):
+    ...     print(q.queue, q.runnable, q.running, f"{q.rate_in:.1f}/s", q.paused)
+    """
+
+    queue: str
+    runnable: int  # pending jobs whose run_at has come
+    scheduled: int  # pending jobs due later
+    running: int
+    arrived: int  # jobs enqueued in the window (and not pruned since)
+    done: int  # jobs that finished in the window, by outcome
+    failed: int
+    cancelled: int
+    oldest_runnable_age: float | None  # seconds the oldest runnable job has waited
+    paused: bool
+    window: float
+
+    @property
+    def rate_in(self) -> float:
+        """Jobs enqueued per second over the window."""
+        return self.arrived / self.window
+
+    @property
+    def rate_out(self) -> float:
+        """Jobs finished (done, failed or cancelled) per second over the window."""
+        return (self.done + self.failed + self.cancelled) / self.window
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """The limits of one queue, across every worker (None: no such limit).
+
+    >>> settings = await queue.configure("exports", concurrency=3)
+    >>> settings.concurrency
+    """
+
+    queue: str
+    concurrency: int | None = None
+    rate: float | None = None
+    burst: int | None = None
+    key_concurrency: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        """True if workers claim this queue through its limits."""
+        return any(v is not None for v in (self.concurrency, self.rate, self.key_concurrency))
+
+
+@dataclass(frozen=True)
+class ArchivePartition:
+    """One partition of the archive: finished jobs of one status, by finished_at."""
+
+    status: str
+    from_at: datetime | None  # None: the first one, from the beginning of time
+    to_at: datetime
+    name: str
+    rows_estimate: int  # from the table's statistics; -1 before its first ANALYZE
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ArchiveLayout:
+    """Whether finished jobs move to the partitioned archive, and its partitions.
+
+    >>> layout = await queue.archive_layout()
+    >>> layout.enabled, [p.name for p in layout.partitions]
+    """
+
+    enabled: bool
+    archive_after: float  # seconds a finished job stays in the jobs table
+    partition_width: float  # seconds of finished_at per partition
+    changed_at: datetime
+    partitions: tuple[ArchivePartition, ...]
 
 
 _DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
@@ -149,9 +233,11 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
     return list(map(one, ids, payloads))
 
 
-def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None = None) -> Job:
+def job_from_record(
+    row: Mapping[str, Any] | asyncpg.Record, waiter: JobWaiter | None = None
+) -> Job:
     """A Job from a row of sql/get_job.sql (payload, result, errors and metadata as JSON
-    text); `owner` is the queue its wait() waits on. A row without errors or metadata
+    text); `waiter` is the queue its wait() waits on. A row without errors or metadata
     (enqueue_unique.sql: a producer may not read those columns) makes a Job without
     them."""
     text = row.get("metadata")
@@ -177,9 +263,8 @@ def job_from_record(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | 
         progress=metadata.get("progress"),
         checkpoint=metadata.get("checkpoint"),
         history=history_of(metadata.get("history") or ()),
+        waiter=waiter,
     )
-    if owner is not None:
-        job.__dict__["_owner"] = owner
     return job
 
 

@@ -1,24 +1,87 @@
-"""Enqueue options and batches: checked before anything is written."""
+"""Enqueue options: their one definition (every enqueue path takes them), and their checks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, Protocol
-
-import asyncpg
+from typing import Any, Literal, Protocol, TypedDict
 
 from ._db.connection import Connection
-from ._db.statements import Statements
-from ._models import Job, JobWaiter, build_jobs
-from ._payload import encode_each_payload, encode_payloads
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 # What an enqueue with an idempotency key does when a job holds the key (aiopgq/_client/unique.py).
 OnConflict = Literal["ignore", "replace", "raise"]
 ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
+
+
+class SharedOptions(TypedDict, total=False):
+    """The options of every enqueue, one job or many (None: the task's, else the default).
+
+    queue: the queue's name (the task's, else "default"). run_at: when the job may start
+    (an aware datetime) or delay: seconds or a timedelta from now. priority: lower runs
+    first (32-bit). max_attempts: runs before it fails for good. connection: an asyncpg
+    connection of yours: the job commits with your transaction. on_conflict and
+    unique_for: what a held idempotency key does ("ignore", "replace", "raise") and how
+    long a done job keeps its key. concurrency_key: the job's key for its queue's
+    per-key limit. enqueue_retry_for: seconds (or a timedelta) to wait out an
+    unreachable database (the Queue's setting when None).
+    """
+
+    queue: str | None
+    run_at: datetime | None
+    delay: timedelta | float | None
+    priority: int | None
+    max_attempts: int | None
+    connection: Connection | None
+    on_conflict: OnConflict
+    unique_for: timedelta | float | None
+    concurrency_key: str | None
+    enqueue_retry_for: float | timedelta | None
+
+
+class EnqueueOptions(SharedOptions, total=False):
+    """The options of one job: the shared ones and its idempotency key."""
+
+    idempotency_key: str | None
+
+
+class EnqueueManyOptions(SharedOptions, total=False):
+    """The options of many jobs: the shared ones and one idempotency key (or None) per job."""
+
+    idempotency_keys: Sequence[str | None] | None
+
+
+ONE_JOB_OPTIONS = frozenset(EnqueueOptions.__annotations__) | frozenset(
+    SharedOptions.__annotations__
+)
+MANY_JOBS_OPTIONS = frozenset(EnqueueManyOptions.__annotations__) | frozenset(
+    SharedOptions.__annotations__
+)
+# A task cannot have a parameter of these names: Task.enqueue takes both in one call.
+OPTION_NAMES = ONE_JOB_OPTIONS | MANY_JOBS_OPTIONS
+
+
+def check_option_names(options: Mapping[str, Any], allowed: frozenset[str], call: str) -> None:
+    """TypeError naming an option `call` does not take (keyword arguments are not typed
+    at run time)."""
+    unknown = options.keys() - allowed
+    if unknown:
+        raise TypeError(
+            f"{call}() got unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, sorted(unknown)))}; its options are {', '.join(sorted(allowed))}"
+        )
+
+
+def split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], EnqueueOptions]:
+    """A Task.enqueue call's keyword arguments: (the task's own, the enqueue options)."""
+    if kwargs.keys().isdisjoint(ONE_JOB_OPTIONS):
+        return kwargs, {}
+    options: dict[str, Any] = {}
+    for name in ONE_JOB_OPTIONS & kwargs.keys():
+        options[name] = kwargs.pop(name)
+    return kwargs, options  # type: ignore[return-value]  # keys checked against the TypedDict
 
 
 class TaskDefaults(Protocol):
@@ -63,149 +126,6 @@ def resolve_options(
         run_at=resolve_run_at(run_at, delay),
         concurrency_key=None if concurrency_key is None else check_key(concurrency_key),
     )
-
-
-@dataclass
-class Batch:
-    task: str
-    payloads: list[dict[str, Any]]
-    options: Options
-    max_payload_bytes: int
-
-    def as_array(self) -> str:
-        """The payloads as one JSON array (enqueue_many: one parse on the server)."""
-        return encode_payloads(self.payloads, self.task, self.max_payload_bytes)
-
-    def each(self) -> list[str]:
-        """Each payload's JSON text (COPY: one value per row)."""
-        return encode_each_payload(self.payloads, self.task, self.max_payload_bytes)
-
-
-def make_batch(
-    known: TaskDefaults | None,
-    task: str,
-    payloads: Iterable[Mapping[str, Any]],
-    max_payload_bytes: int,
-    options: Options,
-) -> Batch:
-    """Payloads of a bulk enqueue, checked against the task's signature (the TypeError
-    names the item at fault by its index: "item 3: task x: missing ..."); their JSON is
-    checked when encoded (as_array or each)."""
-    payload_list: list[dict[str, Any]] = []
-    append = payload_list.append
-    items = iter(payloads)  # not iterable: TypeError as is
-    try:
-        for item in items:
-            append(dict(item))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"item {len(payload_list)}: expected a dict of the task's arguments ({exc})"
-        ) from None
-    if known is not None:
-        check = known.check_keywords
-        try:
-            for arguments in payload_list:
-                check(arguments)
-        except TypeError as exc:
-            # The first equal dict is the one at fault: the check reads only the keys.
-            raise TypeError(f"item {payload_list.index(arguments)}: {exc}") from None
-    return Batch(task, payload_list, options, max_payload_bytes)
-
-
-async def insert_job(
-    conn: Connection,
-    sql: Statements,
-    task: str,
-    payload_text: str,
-    opts: Options,
-    trace: str | None = None,
-) -> asyncpg.Record:
-    """Insert one job without an idempotency key; its row (id, run_at, created_at).
-    `trace`: the trace context to store (JSON text; tracing only)."""
-    args: tuple[Any, ...] = (
-        task,
-        payload_text,
-        opts.queue,
-        opts.priority,
-        opts.run_at,
-        opts.max_attempts,
-    )
-    statement = sql.insert_job
-    if opts.concurrency_key is not None:  # its own statement: unkeyed jobs bind nothing more
-        statement, args = sql.insert_job_keyed, (*args, opts.concurrency_key, trace)
-    elif trace is not None:
-        statement, args = sql.insert_job_traced, (*args, trace)
-    row: asyncpg.Record | None = await conn.fetchrow(statement, *args)
-    assert row is not None
-    return row
-
-
-async def insert_batch(
-    conn: Connection,
-    sql: Statements,
-    batch: Batch,
-    trace: str | None = None,
-    owner: JobWaiter | None = None,
-) -> list[Job]:
-    """Insert every job of the batch in one statement (one JSON array parsed once);
-    `trace`: the trace context to store with each (JSON text; tracing only); the Jobs'
-    wait() waits on `owner`."""
-    opts = batch.options
-    args: tuple[Any, ...] = (
-        batch.task,
-        batch.as_array(),
-        opts.queue,
-        opts.priority,
-        opts.run_at,
-        opts.max_attempts,
-    )
-    if opts.concurrency_key is not None:
-        row = await conn.fetchrow(sql.insert_jobs_keyed, *args, opts.concurrency_key, trace)
-    elif trace is None:
-        row = await conn.fetchrow(sql.insert_jobs, *args)
-    else:
-        row = await conn.fetchrow(sql.insert_jobs_traced, *args, trace)
-    assert row is not None  # an aggregate: always one row
-    ids, created_at = row
-    return build_jobs(
-        ids,
-        batch.payloads,
-        task=batch.task,
-        queue=opts.queue,
-        priority=opts.priority,
-        run_at=opts.run_at or created_at,
-        created_at=created_at,
-        max_attempts=opts.max_attempts,
-        _owner=owner,  # a key of the fields every job copies: no work per job
-    )
-
-
-async def copy_batch(conn: Connection, schema: str, batch: Batch, trace: str | None = None) -> int:
-    """COPY the batch into the jobs table (no JSON parsing on the server); the count.
-    `trace`: the trace context to store with each (JSON text; tracing only)."""
-    opts = batch.options
-    columns = ["task", "payload", "queue", "priority", "max_attempts"]
-    common: tuple[Any, ...] = (opts.queue, opts.priority, opts.max_attempts)
-    if opts.run_at is not None:
-        columns.append("run_at")
-        common += (opts.run_at,)
-    if opts.concurrency_key is not None:
-        columns.append("concurrency_key")
-        common += (opts.concurrency_key,)
-    if trace is not None:
-        columns.append("trace_context")
-        common += (trace,)
-    texts = batch.each()
-    task = batch.task
-    # No wake_once() first: its transaction and round trips cost more than the
-    # trigger's per-row lock calls they would save.
-    await conn.copy_records_to_table(
-        "jobs",
-        records=[(task, text, *common) for text in texts],
-        columns=columns,
-        schema_name=schema,
-    )
-    return len(texts)
 
 
 def _or(value: int | None, fallback: int) -> int:

@@ -8,20 +8,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-# Enqueue options share the call with the task's own arguments, so a task
+from ._options import OPTION_NAMES
+
+# Enqueue options share Task.enqueue's call with the task's own arguments, so a task
 # cannot have a parameter of these names.
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "run_at",
-        "delay",
-        "priority",
-        "connection",
-        "idempotency_key",
-        "on_conflict",
-        "unique_for",
-        "enqueue_retry_for",
-    }
-)
+ENQUEUE_OPTIONS = OPTION_NAMES
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A NUL character encoded by JSON: \u0000 not preceded by an escaping backslash.

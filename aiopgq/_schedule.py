@@ -11,12 +11,17 @@ to the first time after the gap, so the tick still happens once) or happen twice
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ._context import context_parameter
 from ._errors import ConfigurationError
+from ._models import current_job
 
 if TYPE_CHECKING:
     from croniter import croniter
@@ -149,3 +154,61 @@ def _check_cron(cron: str, name: str) -> str:
     except CroniterError as exc:
         raise ConfigurationError(f"periodic task {name}: bad schedule {cron!r} ({exc})") from None
     return text
+
+
+def with_tick(fn: Callable[..., Any], name: str, zone: tzinfo) -> Callable[..., Any]:
+    """`fn` taking the tick: as `tick` (a datetime in the schedule's time zone) when it
+    declares that parameter, and as current_job().tick either way.
+
+    A tick's payload is {"tick": "<ISO 8601>"}; the wrapper's signature has `tick`, so
+    the worker's argument check lets it through to here.
+    """
+    signature = inspect.signature(fn)
+    declared = "tick" in signature.parameters
+    context = context_parameter(fn)  # filled by the worker, as for any task
+    for param in signature.parameters.values():
+        if (
+            param.name not in ("tick", context)
+            and param.default is param.empty
+            and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL)
+        ):
+            raise TypeError(
+                f"periodic task {name}: parameter {param.name!r} has no default; a tick "
+                "passes no arguments but `tick`, so give it a default or remove it"
+            )
+    if not declared:
+        params = list(signature.parameters.values())
+        at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+        tick = inspect.Parameter("tick", inspect.Parameter.KEYWORD_ONLY, default=None)
+        signature = signature.replace(parameters=[*params[:at], tick, *params[at:]])
+
+    def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+        tick = kwargs.get("tick") if declared else kwargs.pop("tick", None)
+        if isinstance(tick, str):  # from the payload
+            tick = datetime.fromisoformat(tick).astimezone(zone)
+            if declared:
+                kwargs["tick"] = tick
+            try:
+                job = current_job()
+            except RuntimeError:  # called directly, not by a worker
+                return kwargs
+            # The worker's Job of this run, made for it alone; frozen for users.
+            object.__setattr__(job, "tick", tick)
+        return kwargs
+
+    wrapper: Callable[..., Any]
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            return await fn(*args, **arguments(kwargs))
+
+        wrapper = run_async
+    else:
+
+        def run_sync(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **arguments(kwargs))
+
+        wrapper = run_sync
+    functools.update_wrapper(wrapper, fn)
+    wrapper.__signature__ = signature  # type: ignore[union-attr]  # read by inspect
+    return wrapper

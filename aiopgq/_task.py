@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import Unpack
+
 from ._context import context_parameter
-from ._db.connection import Connection
 from ._models import Job
-from ._options import OnConflict, check_max_attempts, check_priority, check_queue_name
+from ._options import (
+    EnqueueManyOptions,
+    EnqueueOptions,
+    TaskDefaults,
+    check_max_attempts,
+    check_priority,
+    check_queue_name,
+    split_options,
+)
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
 
@@ -19,60 +31,31 @@ R = TypeVar("R")
 
 
 class Enqueuer(Protocol):
-    """Where a task's shortcuts enqueue: the aiopgq.Queue it was registered on."""
+    """Where a task's shortcuts enqueue: the enqueue part of the Queue it was registered on.
+    `known` is the task whose arguments the payloads already are (bound and checked)."""
 
-    async def enqueue(
+    async def one(
         self,
         task: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_key: str | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        payload: Mapping[str, Any] | None,
+        known: TaskDefaults | None,
+        options: EnqueueOptions,
     ) -> Job: ...
 
-    async def enqueue_many(
+    async def many(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        known: TaskDefaults | None,
+        options: EnqueueManyOptions,
     ) -> list[Job]: ...
 
-    async def copy_many(
+    async def copy(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        known: TaskDefaults | None,
+        options: EnqueueManyOptions,
     ) -> int: ...
 
 
@@ -129,105 +112,34 @@ class Task(Generic[P, R]):
             return dict(kwargs)
         return bind_arguments(self.signature, self.name, args, kwargs)
 
-    async def enqueue(
-        self,
-        *args: Any,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        connection: Connection | None = None,
-        idempotency_key: str | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
-        **kwargs: Any,
-    ) -> Job:
-        """Enqueue one run with these arguments; returns the Job (with its id).
+    async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue one run with these arguments; returns the Job (with its id). The enqueue
+        options (`EnqueueOptions`: queue, run_at or delay, priority, max_attempts,
+        connection, idempotency_key, on_conflict, unique_for, concurrency_key,
+        enqueue_retry_for) go with the task's own keyword arguments: a task cannot have a
+        parameter of those names. The task's settings are the defaults.
 
         >>> job = await add.enqueue(1, b=2, delay=timedelta(seconds=5))
         >>> job = await add.enqueue(1, b=2, connection=conn)  # inside your transaction
         """
-        return await self._queue.enqueue(
-            self.name,
-            self.bind(args, kwargs),
-            queue=self.queue_name,
-            run_at=run_at,
-            delay=delay,
-            priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts,
-            connection=connection,
-            idempotency_key=idempotency_key,
-            on_conflict=on_conflict,
-            unique_for=unique_for,
-            concurrency_key=concurrency_key,
-            enqueue_retry_for=enqueue_retry_for,
-        )
+        arguments, options = split_options(kwargs)
+        return await self._queue.one(self.name, self.bind(args, arguments), self, options)
 
     async def enqueue_many(
-        self,
-        arguments: Iterable[Mapping[str, Any]],
-        *,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        self, arguments: Iterable[Mapping[str, Any]], **options: Unpack[EnqueueManyOptions]
     ) -> list[Job]:
-        """Enqueue one job per dict of keyword arguments, in one round trip.
+        """Enqueue one job per dict of keyword arguments, in one round trip; the options of
+        Queue.enqueue_many.
 
         >>> jobs = await add.enqueue_many([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
         """
-        return await self._queue.enqueue_many(
-            self.name,
-            arguments,  # checked against this task's signature by the queue
-            queue=self.queue_name,
-            run_at=run_at,
-            delay=delay,
-            priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts,
-            connection=connection,
-            idempotency_keys=idempotency_keys,
-            on_conflict=on_conflict,
-            unique_for=unique_for,
-            concurrency_key=concurrency_key,
-            enqueue_retry_for=enqueue_retry_for,
-        )
+        return await self._queue.many(self.name, arguments, self, options)
 
     async def copy_many(
-        self,
-        arguments: Iterable[Mapping[str, Any]],
-        *,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        self, arguments: Iterable[Mapping[str, Any]], **options: Unpack[EnqueueManyOptions]
     ) -> int:
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
         >>> await add.copy_many({"a": i, "b": i} for i in range(100_000))
         """
-        return await self._queue.copy_many(
-            self.name,
-            arguments,
-            queue=self.queue_name,
-            run_at=run_at,
-            delay=delay,
-            priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts,
-            connection=connection,
-            idempotency_keys=idempotency_keys,
-            on_conflict=on_conflict,
-            unique_for=unique_for,
-            concurrency_key=concurrency_key,
-            enqueue_retry_for=enqueue_retry_for,
-        )
+        return await self._queue.copy(self.name, arguments, self, options)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._client.partitions import ArchiveLayout
+from .._models import ArchiveLayout
 from .common import AddCommand, UsageError, queue_of
 
 

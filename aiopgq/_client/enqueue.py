@@ -1,14 +1,17 @@
-"""Enqueuing: Queue.enqueue, enqueue_many and copy_many, from checked options to a row.
+"""Enqueue: Queue.enqueue, enqueue_many and copy_many, from checked options to a row.
 
 Each call takes one of three paths: plain (one statement, the hot path), observed
 (the same statement inside the observers' span, with the trace context stored), or
-keyed (idempotency keys: sql/enqueue_unique.sql via the Unique mixin).
+keyed (idempotency keys: sql/enqueue_unique.sql, aiopgq/_client/unique.py). A Task's
+shortcuts come in with their arguments bound and checked (`known`): nothing is bound
+twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+import asyncio
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from .._db.connection import Connection
@@ -16,98 +19,83 @@ from .._db.migrations import missing_schema_as_error
 from .._models import Job, build_job
 from .._observer import observe_enqueue
 from .._options import (
-    Batch,
-    OnConflict,
+    MANY_JOBS_OPTIONS,
+    ONE_JOB_OPTIONS,
+    EnqueueManyOptions,
+    EnqueueOptions,
+    Options,
     TaskDefaults,
-    copy_batch,
-    insert_batch,
-    insert_job,
-    make_batch,
+    check_option_names,
     resolve_options,
 )
 from .._payload import encode_payload
+from .core import Core
 from .hooks import Hooks
-from .results import Results
-from .task_registry import RegistryLookup
-from .unique import Unique, uniqueness
+from .inserts import Batch, copy_batch, insert_batch, insert_job, make_batch
+from .task_registry import Declaration
+from .unique import enqueue_unique, uniqueness
 
 
-class Enqueuing(RegistryLookup, Unique, Hooks, Results):
-    """The Jobs it returns can be awaited (Results: job.wait()), and the enqueue hooks
-    (Hooks) see them."""
+class Enqueue:
+    """The enqueue paths of one Queue; the Jobs it returns wait on `waiter`."""
 
-    max_payload_bytes: int
+    def __init__(self, core: Core, hooks: Hooks, waiter: Any) -> None:
+        self._core = core
+        self._hooks = hooks
+        self._waiter = waiter  # the Queue: Job.wait() waits there
 
-    async def enqueue(
+    async def one(
         self,
         task: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_key: str | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        payload: Mapping[str, Any] | None,
+        known: TaskDefaults | None,
+        options: EnqueueOptions,
     ) -> Job:
-        """Enqueue a job by task name. Defaults and argument checks come from the task if
-        registered here, else from the registry workers keep (TaskNotFound for a name
-        no worker registered, while some registered others), else queue "default".
-        With an `idempotency_key`, a job already holding the key is returned instead
-        (README "Unique jobs" for `on_conflict` and `unique_for`). `concurrency_key`
-        is the job's key for its queue's per-key limit (`Queue.configure`).
-
-        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
-        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
-
-        `enqueue_retry_for` waits out an unreachable database for this call (README,
-        "Producers during an outage"); the queue's `enqueue_retry_for` when None.
-        """
-        known = self.tasks.get(task)
+        """One job of `task`; `known` is its Task when `payload` is already bound to it."""
+        core = self._core
+        if options:
+            check_option_names(options, ONE_JOB_OPTIONS, "enqueue")
+        connection = options.get("connection")
+        retry_for = options.get("enqueue_retry_for")
         defaults: TaskDefaults | None = known
-        if known is not None:
-            if payload is not None:
-                payload = known.bind((), payload)  # same checks as known.enqueue()
-        else:  # not registered here: the registry's declaration, if any
-            defaults = await self._declared(task, connection, enqueue_retry_for)
-            if defaults is not None:
-                defaults.check_keywords(payload or {})
+        if known is None:
+            registered = core.tasks.get(task)
+            if registered is not None:
+                defaults = registered
+                if payload is not None:
+                    payload = registered.bind((), payload)  # same checks as Task.enqueue()
+            else:  # not registered here: the registry's declaration, if any
+                defaults = await self.declared(task, connection, retry_for)
+                if defaults is not None:
+                    defaults.check_keywords(payload or {})
         arguments = dict(payload or {})
-        text = encode_payload(arguments, task, self.max_payload_bytes)
-        opts = resolve_options(
-            defaults,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-            concurrency_key=concurrency_key,
+        text = encode_payload(arguments, task, core.max_payload_bytes)
+        opts = _resolve(defaults, options)
+        key = options.get("idempotency_key")
+        unique = uniqueness(
+            None if key is None else [key],
+            1,
+            options.get("unique_for"),
+            options.get("on_conflict", "ignore"),
         )
-        keys = None if idempotency_key is None else [idempotency_key]
-        unique = uniqueness(keys, 1, unique_for, on_conflict)
         if unique is not None:
-            jobs, _ = await self._enqueue_unique(
-                task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
+            jobs, _ = await enqueue_unique(
+                core, task, [arguments], f"[{text}]", opts, unique, connection, retry_for
             )
-            return (await self._after_enqueue(jobs, owned=False))[0]
-        with missing_schema_as_error(self.schema):
-            if self._observer is None:
-                row = await self._run(
+            return (await self._after(jobs))[0]
+        with missing_schema_as_error(core.schema):
+            if core.observer is None:
+                row = await core.run(
                     connection,
-                    lambda conn: insert_job(conn, self.sql, task, text, opts),
-                    enqueue_retry_for,
+                    lambda conn: insert_job(conn, core.sql, task, text, opts),
+                    retry_for,
                 )
             else:
-                with observe_enqueue(self._observer, task, opts.queue, 1) as seen:
-                    row = await self._run(
+                with observe_enqueue(core.observer, task, opts.queue, 1) as seen:
+                    row = await core.run(
                         connection,
-                        lambda conn: insert_job(conn, self.sql, task, text, opts, seen.trace),
-                        enqueue_retry_for,
+                        lambda conn: insert_job(conn, core.sql, task, text, opts, seen.trace),
+                        retry_for,
                     )
                     seen.job_ids = [row[0]]
         job = build_job(
@@ -119,181 +107,163 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             run_at=row[1],
             created_at=row[2],
             max_attempts=opts.max_attempts,
-            _owner=self,  # Job.wait() waits here (_results.py)
+            waiter=self._waiter,
         )
-        if self._enqueue_hooks:
-            await self._enqueued([job])
+        if self._hooks.enqueue_hooks:
+            await self._hooks.enqueued([job])
         return job
 
-    async def enqueue_many(
+    async def many(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        known: TaskDefaults | None,
+        options: EnqueueManyOptions,
     ) -> list[Job]:
-        """Enqueue one job per payload in a single statement (one round trip).
-
-        `idempotency_keys` has one key (or None) per payload; a payload whose key is held
-        gets the holder's Job back, in its place.
-
-        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
-        >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
-        """
-        batch = await self._checked_batch(
-            task,
-            payloads,
-            queue,
-            run_at,
-            delay,
-            priority,
-            max_attempts,
-            connection,
-            concurrency_key,
-            enqueue_retry_for,
-        )
-        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
+        """One job per payload in a single statement (one round trip)."""
+        core = self._core
+        batch, unique = await self._prepared(task, payloads, known, options, "enqueue_many")
+        connection = options.get("connection")
+        retry_for = options.get("enqueue_retry_for")
         if not batch.payloads:
-            self._check_open(connection)  # an empty batch on a closed queue fails like any
+            core.check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         if unique is not None:
-            jobs, _ = await self._enqueue_unique(
+            jobs, _ = await enqueue_unique(
+                core,
                 task,
                 batch.payloads,
                 batch.as_array(),
                 batch.options,
                 unique,
                 connection,
-                enqueue_retry_for,
+                retry_for,
             )
-            return await self._after_enqueue(jobs, owned=False)
-        with missing_schema_as_error(self.schema):
-            if self._observer is None:
-                jobs = await self._run(
+            return await self._after(jobs)
+        with missing_schema_as_error(core.schema):
+            if core.observer is None:
+                jobs = await core.run(
                     connection,
-                    lambda conn: insert_batch(conn, self.sql, batch, owner=self),
-                    enqueue_retry_for,
+                    lambda conn: insert_batch(conn, core.sql, batch, waiter=self._waiter),
+                    retry_for,
                 )
             else:
                 count = len(batch.payloads)
-                with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                    jobs = await self._run(
+                with observe_enqueue(core.observer, task, batch.options.queue, count) as seen:
+                    jobs = await core.run(
                         connection,
-                        lambda conn: insert_batch(conn, self.sql, batch, seen.trace, self),
-                        enqueue_retry_for,
+                        lambda conn: insert_batch(conn, core.sql, batch, seen.trace, self._waiter),
+                        retry_for,
                     )
                     seen.job_ids = [job.id for job in jobs]
-        if self._enqueue_hooks:
-            await self._enqueued(jobs)
+        if self._hooks.enqueue_hooks:
+            await self._hooks.enqueued(jobs)
         return jobs
 
-    async def copy_many(
+    async def copy(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: Connection | None = None,
-        idempotency_keys: Sequence[str | None] | None = None,
-        on_conflict: OnConflict = "ignore",
-        unique_for: timedelta | float | None = None,
-        concurrency_key: str | None = None,
-        enqueue_retry_for: float | timedelta | None = None,
+        known: TaskDefaults | None,
+        options: EnqueueManyOptions,
     ) -> int:
-        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
-
-        With `idempotency_keys` the rows go through the keyed insert of enqueue_many
-        (COPY cannot skip a held key) and the count is of the jobs it created.
-
-        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
-        """
-        batch = await self._checked_batch(
-            task,
-            payloads,
-            queue,
-            run_at,
-            delay,
-            priority,
-            max_attempts,
-            connection,
-            concurrency_key,
-            enqueue_retry_for,
-        )
-        unique = uniqueness(idempotency_keys, len(batch.payloads), unique_for, on_conflict)
+        """COPY the jobs in (no JSON parsing on the server); the count of new jobs."""
+        core = self._core
+        batch, unique = await self._prepared(task, payloads, known, options, "copy_many")
+        connection = options.get("connection")
+        retry_for = options.get("enqueue_retry_for")
         if not batch.payloads:
-            self._check_open(connection)
+            core.check_open(connection)
             return 0
         if unique is not None:
-            _, created = await self._enqueue_unique(
+            _, created = await enqueue_unique(
+                core,
                 task,
                 batch.payloads,
                 batch.as_array(),
                 batch.options,
                 unique,
                 connection,
-                enqueue_retry_for,
+                retry_for,
             )
             return created
-        with missing_schema_as_error(self.schema):
-            if self._observer is None:
-                return await self._run(
-                    connection, lambda conn: copy_batch(conn, self.schema, batch), enqueue_retry_for
+        with missing_schema_as_error(core.schema):
+            if core.observer is None:
+                return await core.run(
+                    connection, lambda conn: copy_batch(conn, core.schema, batch), retry_for
                 )
             count = len(batch.payloads)
-            with observe_enqueue(self._observer, task, batch.options.queue, count) as seen:
-                return await self._run(
+            with observe_enqueue(core.observer, task, batch.options.queue, count) as seen:
+                return await core.run(
                     connection,
-                    lambda conn: copy_batch(conn, self.schema, batch, seen.trace),
-                    enqueue_retry_for,
+                    lambda conn: copy_batch(conn, core.schema, batch, seen.trace),
+                    retry_for,
                 )
 
-    async def _after_enqueue(self, jobs: list[Job], *, owned: bool) -> list[Job]:
-        """`jobs` made awaitable (unless they were built so) and shown to the hooks."""
-        if not owned:
-            for job in jobs:
-                job.__dict__["_owner"] = self
-        if self._enqueue_hooks:
-            await self._enqueued(jobs)
-        return jobs
+    async def declared(
+        self, task: str, connection: Connection | None, retry_for: float | timedelta | None
+    ) -> Declaration | None:
+        """The registry's declaration of `task`, read when the cache says so: at most one
+        read at a time, on the caller's connection when it gives one (the read joins its
+        transaction harmlessly)."""
+        core = self._core
+        cache = core.registry
+        if cache.needs_read(task):
+            if core.registry_lock is None:
+                core.registry_lock = asyncio.Lock()
+            async with core.registry_lock:
+                if cache.needs_read(task):  # not read meanwhile by a concurrent enqueue
+                    with missing_schema_as_error(core.schema):
+                        rows = await core.run(  # a read: safe to send again
+                            connection,
+                            lambda conn: conn.fetch(core.sql.registered_tasks),
+                            retry_for,
+                            idempotent=True,
+                        )
+                        cache.update(rows)
+        return cache.resolve(task)
 
-    async def _checked_batch(
+    async def _prepared(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        queue: str | None,
-        run_at: datetime | None,
-        delay: timedelta | float | None,
-        priority: int | None,
-        max_attempts: int | None,
-        connection: Connection | None,
-        concurrency_key: str | None,
-        retry_for: float | timedelta | None,
-    ) -> Batch:
-        """The payloads checked against the task here, else the registry's declaration."""
-        known: TaskDefaults | None = self.tasks.get(task) or await self._declared(
-            task, connection, retry_for
+        known: TaskDefaults | None,
+        options: EnqueueManyOptions,
+        call: str,
+    ) -> tuple[Batch, Any]:
+        """The payloads checked against the task here, else the registry's declaration,
+        and the call's uniqueness (None without keys)."""
+        if options:
+            check_option_names(options, MANY_JOBS_OPTIONS, call)
+        core = self._core
+        if known is None:
+            known = core.tasks.get(task) or await self.declared(
+                task, options.get("connection"), options.get("enqueue_retry_for")
+            )
+        batch = make_batch(known, task, payloads, core.max_payload_bytes, _resolve(known, options))
+        unique = uniqueness(
+            options.get("idempotency_keys"),
+            len(batch.payloads),
+            options.get("unique_for"),
+            options.get("on_conflict", "ignore"),
         )
-        opts = resolve_options(
-            known,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            max_attempts=max_attempts,
-            concurrency_key=concurrency_key,
-        )
-        return make_batch(known, task, payloads, self.max_payload_bytes, opts)
+        return batch, unique
+
+    async def _after(self, jobs: list[Job]) -> list[Job]:
+        """Keyed jobs made awaitable and shown to the hooks."""
+        waited = [job.waiting_on(self._waiter) for job in jobs]
+        if self._hooks.enqueue_hooks:
+            await self._hooks.enqueued(waited)
+        return waited
+
+
+def _resolve(known: TaskDefaults | None, options: EnqueueOptions | EnqueueManyOptions) -> Options:
+    return resolve_options(
+        known,
+        queue=options.get("queue"),
+        run_at=options.get("run_at"),
+        delay=options.get("delay"),
+        priority=options.get("priority"),
+        max_attempts=options.get("max_attempts"),
+        concurrency_key=options.get("concurrency_key"),
+    )

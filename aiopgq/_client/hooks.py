@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .._context import Middleware
 from .._models import Job
-from .core import QueueCore
 
 logger = logging.getLogger("aiopgq.queue")
 
@@ -18,17 +17,15 @@ M = TypeVar("M", bound=Middleware)
 H = TypeVar("H", bound=EnqueueHook)
 
 
-class Hooks(QueueCore):
-    # Tuples, replaced (never mutated) as hooks are added: a queue without any shares these.
-    _middleware: tuple[Middleware, ...] = ()
-    _enqueue_hooks: tuple[EnqueueHook, ...] = ()
+class Hooks:
+    """The middleware and enqueue hooks of one Queue."""
 
-    @property
-    def middlewares(self) -> Sequence[Middleware]:
-        """The middleware, in the order registered (the first is the outermost)."""
-        return self._middleware
+    def __init__(self) -> None:
+        # Tuples, replaced (never mutated) as hooks are added: read without a copy.
+        self.middleware: tuple[Middleware, ...] = ()
+        self.enqueue_hooks: tuple[EnqueueHook, ...] = ()
 
-    def middleware(self, fn: M) -> M:
+    def add_middleware(self, fn: M) -> M:
         """Register `async def fn(ctx, call_next)` around every job's handler run by this
         queue's workers (register before they start). `await call_next()` runs the next
         middleware, then the handler, and returns its result; what `fn` returns is stored
@@ -43,10 +40,10 @@ class Hooks(QueueCore):
                 f"middleware {getattr(fn, '__qualname__', fn)!r} must be an `async def "
                 "fn(ctx, call_next)`"
             )
-        self._middleware = (*self._middleware, fn)
+        self.middleware = (*self.middleware, fn)
         return fn
 
-    def on_enqueue(self, fn: H) -> H:
+    def add_enqueue_hook(self, fn: H) -> H:
         """Register `fn(job)` (a function or an `async def`), called with each Job after
         enqueue or enqueue_many inserted it (copy_many returns no Jobs and calls none), in
         the order registered. An error of a hook is logged (logger `aiopgq.queue`) and
@@ -57,13 +54,13 @@ class Hooks(QueueCore):
         """
         if not callable(fn):
             raise TypeError(f"on_enqueue: {fn!r} is not callable")
-        self._enqueue_hooks = (*self._enqueue_hooks, fn)
+        self.enqueue_hooks = (*self.enqueue_hooks, fn)
         return fn
 
-    async def _enqueued(self, jobs: list[Job]) -> None:
+    async def enqueued(self, jobs: list[Job]) -> None:
         """Run the enqueue hooks on `jobs` (the caller checked there are hooks)."""
         for job in jobs:
-            for hook in self._enqueue_hooks:
+            for hook in self.enqueue_hooks:
                 try:
                     outcome: Any = hook(job)
                     if inspect.isawaitable(outcome):

@@ -1,39 +1,56 @@
-"""Queue: pool lifecycle and task registry; its features are mixins (enqueuing, limits...)."""
+"""Queue: the public client, one class composed of parts; every method is here, and each
+body is one call into the part that owns it (aiopgq/_client/*.py) or the lifecycle.
+
+The parts share one Core (the schema, statements, pool, tasks and observers): enqueue
+(Enqueue), operators' actions (Admin), limits (Limits), the partitioned layout
+(Partitions), reads (Read), awaited results (Results) and hooks (Hooks).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 import asyncpg
 
+from .._context import Middleware
 from .._db import migrations
-from .._db.dsn import check_dsn, redact, resolve_dsn
+from .._db.dsn import check_dsn, redact
 from .._db.pool import connect, create_pool
-from .._db.statements import Statements, validate_identifier
+from .._db.statements import Statements
 from .._errors import ConfigurationError
-from .._observer import Observer, combine
+from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
+from .._observer import Observer
+from .._options import EnqueueManyOptions, EnqueueOptions
 from .._retry import Retry
-from .._schedule import Schedule
+from .._schedule import Schedule, with_tick
 from .._task import Task
 from .._worker.worker import Worker
-from .admin import Control
-from .enqueue import Enqueuing
-from .enqueue_retry import EnqueueRetry
-from .instrumented import Instrumented
-from .limits import Limits
-from .overview import Overview
-from .partitions import Archive
-from .periodic import Periodic
-from .task_registry import RegistryCache
+from .admin import Admin
+from .core import Core
+from .enqueue import Enqueue
+from .hooks import EnqueueHook, Hooks
+from .limits import KEEP, Keep
+from .limits import Limits as LimitsPart
+from .partitions import Partitions
+from .read import Read
+from .results import Results
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import Unpack
 
 P = ParamSpec("P")
 R = TypeVar("R")
+M = TypeVar("M", bound=Middleware)
+H = TypeVar("H", bound=EnqueueHook)
 
 
-class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limits):
+class Queue:
     """A job queue in one PostgreSQL schema.
 
     Its database: `dsn` (a postgresql:// URL), else `pool` (an asyncpg pool of yours), else
@@ -61,32 +78,74 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         observers: Sequence[Observer] = (),
         enqueue_retry_for: float | timedelta | None = None,
     ) -> None:
-        self.schema = validate_identifier(schema)
-        self.dsn = check_dsn(dsn) if dsn else None
-        if pool is None and self.dsn is None:
-            env_dsn = resolve_dsn()
-            if env_dsn is None:
-                raise ConfigurationError(
-                    "no database given: pass Queue(dsn) or Queue(pool=...), "
-                    "or set AIOPGQ_DSN (or DATABASE_URL)"
-                )
-            self.dsn = check_dsn(env_dsn)
-        self.sql = Statements(schema)
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self._registry = RegistryCache()
-        self.schedules: dict[str, Schedule] = {}  # of the periodic tasks, by task name
-        self.max_payload_bytes = max_payload_bytes
-        self._pool = pool
-        self._owns_pool = pool is None
-        self._pool_sizes = (min_pool_size, max_pool_size)
-        self._connect_kwargs = dict(connect_kwargs or {})
-        self._enqueue_retry = EnqueueRetry(enqueue_retry_for)
-        self._observers = list(observers)
-        self._observer = combine(self._observers)
+        self._core = core = Core(
+            dsn,
+            pool=pool,
+            schema=schema,
+            pool_sizes=(min_pool_size, max_pool_size),
+            max_payload_bytes=max_payload_bytes,
+            connect_kwargs=connect_kwargs,
+            observers=observers,
+            enqueue_retry_for=enqueue_retry_for,
+        )
+        self._hooks = Hooks()
+        self._enqueue = Enqueue(core, self._hooks, self)
+        self._admin = Admin(core)
+        self._limits = LimitsPart(core)
+        self._partitions = Partitions(core)
+        self._read = Read(core, self)
+        self._results = Results(core, self)
 
     def __repr__(self) -> str:
         where = redact(self.dsn) if self.dsn else "external pool"
         return f"<Queue schema={self.schema} {where}>"
+
+    # -- what the queue is ---------------------------------------------------------
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema of the queue's tables."""
+        return self._core.schema
+
+    @property
+    def dsn(self) -> str | None:
+        """The database URL the queue connects to (None with an external pool)."""
+        return self._core.dsn
+
+    @property
+    def tasks(self) -> dict[str, Task[Any, Any]]:
+        """The tasks registered on this queue, by name."""
+        return self._core.tasks
+
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        """The schedules of the periodic tasks registered on this queue, by task name."""
+        return self._core.schedules
+
+    @property
+    def max_payload_bytes(self) -> int:
+        """The largest payload (JSON bytes) an enqueue accepts."""
+        return self._core.max_payload_bytes
+
+    @property
+    def is_open(self) -> bool:
+        """True once open() made (or was given) a pool, until close()."""
+        return self._core.pool_or_none is not None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The open asyncpg pool, for statements of your own; QueueNotOpen when closed.
+        Its connections skip asyncpg's reset on release: leave no session state behind."""
+        return self._core.pool
+
+    @property
+    def sql(self) -> Statements:
+        # The schema's statements, for the worker runtime (not part of the documented API).
+        return self._core.sql
+
+    def connect_args(self) -> tuple[str | None, dict[str, Any]]:
+        """How to open a connection outside the pool (the worker's own connections)."""
+        return self._core.connect_args()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -104,21 +163,21 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
 
         >>> queue.reconfigure(schema="staging")
         """
-        if self._pool is not None:
+        core = self._core
+        if core.pool_or_none is not None:
             raise RuntimeError("reconfigure() needs a closed queue")
         if connect_kwargs:
-            self._connect_kwargs.update(connect_kwargs)
+            core.connect_kwargs.update(connect_kwargs)
         if dsn is not None:
-            self.dsn = check_dsn(dsn)
-            self._owns_pool = True
+            core.dsn = check_dsn(dsn)
+            core.owns_pool = True
         if schema is not None:
-            self.schema = validate_identifier(schema)
-            self.sql = Statements(schema)
+            core.set_schema(schema)
         if max_pool_size is not None:
             if max_pool_size < 1:
                 raise ConfigurationError(f"max_pool_size must be >= 1, got {max_pool_size}")
-            self._pool_sizes = (min(self._pool_sizes[0], max_pool_size), max_pool_size)
-        self._registry = RegistryCache()  # another database's registry
+            core.pool_sizes = (min(core.pool_sizes[0], max_pool_size), max_pool_size)
+        core.registry = type(core.registry)()  # another database's registry
 
     async def open(self, *, retry_for: float = 0.0) -> None:
         """Create the connection pool (a no-op for an external or open pool).
@@ -130,19 +189,21 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
 
         >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
         """
-        if self._pool is not None:
+        core = self._core
+        if core.pool_or_none is not None:
             return
-        assert self.dsn is not None
-        self._pool = await create_pool(
-            self.dsn, self._pool_sizes, self._connect_kwargs, retry_for=retry_for
+        assert core.dsn is not None
+        core.pool_or_none = await create_pool(
+            core.dsn, core.pool_sizes, core.connect_kwargs, retry_for=retry_for
         )
 
     async def close(self) -> None:
         """Close the pool if this Queue created it (and stop waiting for jobs)."""
-        self._registry_lock = None  # bound to this event loop
-        await self._close_waiters()
-        if self._owns_pool and self._pool is not None:
-            pool, self._pool = self._pool, None
+        core = self._core
+        core.registry_lock = None  # bound to this event loop
+        await self._results.close()
+        if core.owns_pool and core.pool_or_none is not None:
+            pool, core.pool_or_none = core.pool_or_none, None
             await pool.close()
 
     async def __aenter__(self) -> Queue:
@@ -163,20 +224,21 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
 
         >>> await queue.migrate()  # [] when already up to date
         """
-        if self._pool is None:
-            assert self.dsn is not None
-            own = await connect(self.dsn, self._connect_kwargs)
+        core = self._core
+        if core.pool_or_none is None:
+            assert core.dsn is not None
+            own = await connect(core.dsn, core.connect_kwargs)
             try:
-                return await migrations.migrate(own, self.schema)
+                return await migrations.migrate(own, core.schema)
             finally:
                 await own.close()
-        async with self.pool.acquire() as conn:
-            return await migrations.migrate(conn, self.schema)
+        async with core.pool.acquire() as conn:
+            return await migrations.migrate(conn, core.schema)
 
     async def check_schema(self) -> None:
         """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`")."""
-        async with self.pool.acquire() as conn:
-            await migrations.check_version(conn, self.schema)
+        async with self._core.pool.acquire() as conn:
+            await migrations.check_version(conn, self._core.schema)
 
     # -- tasks -----------------------------------------------------------------
 
@@ -216,10 +278,11 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
-            return self._register_task(
+            return self._core.register_task(
+                self._enqueue,
                 func,
                 name=name,
-                queue=queue,
+                queue_name=queue,
                 max_attempts=max_attempts,
                 priority=priority,
                 timeout=timeout,
@@ -228,6 +291,51 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
             )
 
         return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        timezone: str = "UTC",
+        missed: str = "latest",
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 5,
+        timeout: float | None = None,
+        retry: Retry | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a task that runs on a cron schedule (5 fields, or 6 with seconds first).
+
+        >>> @queue.periodic("*/5 * * * *", name="reports.refresh", timezone="Europe/Berlin")
+        ... async def refresh(tick: datetime) -> None: ...
+        """
+
+        def register(fn: Callable[P, R]) -> Task[P, R]:
+            task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+            schedule = Schedule(
+                cron,
+                name=task_name,
+                timezone=timezone,
+                missed=missed,
+                queue_name=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+            )
+            task: Task[P, R] = self._core.register_task(
+                self._enqueue,
+                with_tick(fn, task_name, schedule.zone),
+                name=task_name,
+                queue_name=queue,
+                max_attempts=max_attempts,
+                priority=priority,
+                timeout=timeout,
+                retry=retry,
+            )
+            self._core.schedules[task_name] = schedule
+            return task
+
+        return register
 
     # -- workers ---------------------------------------------------------------
 
@@ -238,3 +346,358 @@ class Queue(Control, Overview, Archive, Instrumented, Periodic, Enqueuing, Limit
         >>> await worker.run()
         """
         return Worker(self, queues=queues, **options)
+
+    # -- enqueue ---------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        task: str,
+        payload: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Job:
+        """Enqueue a job by task name. Defaults and argument checks come from the task if
+        registered here, else from the registry workers keep (TaskNotFound for a name
+        no worker registered, while some registered others), else queue "default".
+        With an `idempotency_key`, a job already holding the key is returned instead
+        (README "Unique jobs" for `on_conflict` and `unique_for`). `concurrency_key`
+        is the job's key for its queue's per-key limit (`Queue.configure`).
+
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
+        >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
+
+        `enqueue_retry_for` waits out an unreachable database for this call (README,
+        "Producers during an outage"); the queue's `enqueue_retry_for` when None.
+        """
+        return await self._enqueue.one(task, payload, None, options)
+
+    async def enqueue_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        **options: Unpack[EnqueueManyOptions],
+    ) -> list[Job]:
+        """Enqueue one job per payload in a single statement (one round trip).
+
+        `idempotency_keys` has one key (or None) per payload; a payload whose key is held
+        gets the holder's Job back, in its place.
+
+        >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
+        >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
+        """
+        return await self._enqueue.many(task, payloads, None, options)
+
+    async def copy_many(
+        self,
+        task: str,
+        payloads: Iterable[Mapping[str, Any]],
+        **options: Unpack[EnqueueManyOptions],
+    ) -> int:
+        """Enqueue with COPY (no JSON parsing on the server); returns the count, no ids.
+
+        With `idempotency_keys` the rows go through the keyed insert of enqueue_many
+        (COPY cannot skip a held key) and the count is of the jobs it created.
+
+        >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
+        """
+        return await self._enqueue.copy(task, payloads, None, options)
+
+    # -- results ---------------------------------------------------------------
+
+    # A timeout argument, as asyncio.wait_for has (ASYNC109).
+    async def result(self, job_id: int, timeout: float | None = None) -> Any:
+        """The stored return value of the job, waiting until it ends; JobFailed, JobCancelled,
+        JobNotFound, or TimeoutError after `timeout` seconds.
+
+        >>> job = await add.enqueue(1, b=2)
+        >>> await queue.result(job.id, timeout=30)  # 3
+        """
+        return (await self._results.wait_for_job(job_id, timeout)).result
+
+    async def wait_for_job(self, job_id: int, timeout: float | None = None) -> Job:
+        """The job as it ended (done); JobFailed, JobCancelled, JobNotFound, or TimeoutError
+        after `timeout` seconds. The waiters of every Queue of the process on one database
+        share one LISTEN connection.
+
+        >>> job = await queue.wait_for_job(job_id, timeout=30)
+        >>> job.status, job.result, job.finished_at
+        """
+        return await self._results.wait_for_job(job_id, timeout)
+
+    @property
+    def result_poll_interval(self) -> float:
+        """Seconds between reads of awaited jobs while the waiters' LISTEN connection is
+        down (default 1): the longest a waiter then waits past its job's end."""
+        return self._results.poll_interval
+
+    @result_poll_interval.setter
+    def result_poll_interval(self, seconds: float) -> None:
+        self._results.poll_interval = seconds
+
+    @property
+    def result_listen_dsn(self) -> str | None:
+        """Where waiters LISTEN when the queue's database is behind pgbouncer in transaction
+        mode (LISTEN needs a session): a direct address; None: $AIOPGQ_LISTEN_DSN, else the
+        queue's database."""
+        return self._results.listen_dsn
+
+    @result_listen_dsn.setter
+    def result_listen_dsn(self, dsn: str | None) -> None:
+        self._results.listen_dsn = dsn
+
+    @property
+    def waiter_name(self) -> str:
+        """application_name of the waiters' LISTEN connection (pg_stat_activity), shared by
+        every Queue of this process on the same database."""
+        return self._results.waiter_name
+
+    # -- hooks and observers -----------------------------------------------------
+
+    def middleware(self, fn: M) -> M:
+        """Register `async def fn(ctx, call_next)` around every job's handler run by this
+        queue's workers (register before they start). `await call_next()` runs the next
+        middleware, then the handler, and returns its result; what `fn` returns is stored
+        as the job's result; what it raises fails the job like the handler's own error.
+
+        >>> @queue.middleware
+        ... async def timed(ctx, call_next): t = time.monotonic(); r = await call_next(); ...
+        """
+        return self._hooks.add_middleware(fn)
+
+    @property
+    def middlewares(self) -> Sequence[Middleware]:
+        """The middleware, in the order registered (the first is the outermost)."""
+        return self._hooks.middleware
+
+    def on_enqueue(self, fn: H) -> H:
+        """Register `fn(job)` (a function or an `async def`), called with each Job after
+        enqueue or enqueue_many inserted it (copy_many returns no Jobs and calls none), in
+        the order registered. An error of a hook is logged (logger `aiopgq.queue`) and
+        does not fail the enqueue: the job is written.
+
+        >>> @queue.on_enqueue
+        ... def count(job): ENQUEUED.labels(job.task).inc()
+        """
+        return self._hooks.add_enqueue_hook(fn)
+
+    @property
+    def observer(self) -> Observer | None:
+        """The observers as one (None without any): what enqueue and workers call."""
+        return self._core.observer
+
+    @property
+    def observers(self) -> list[Observer]:
+        """The observers given to the queue, in order."""
+        return list(self._core.observers)
+
+    def add_observer(self, observer: Observer) -> None:
+        """Observe this queue's enqueues and its workers' jobs from now on (workers
+        started before keep the observers they started with).
+
+        >>> queue.add_observer(aiopgq.metrics.Metrics())
+        """
+        self._core.add_observer(observer)
+
+    # -- operators' actions ------------------------------------------------------
+
+    async def pause(self, queue: str) -> None:
+        """Stop workers from claiming the queue's jobs (running jobs finish; enqueue works).
+
+        Workers hear of it at once by NOTIFY, and in any case within one poll interval.
+
+        >>> await queue.pause("emails")
+        >>> await queue.resume("emails")  # workers claim again at once
+        """
+        await self._admin.pause(queue)
+
+    async def resume(self, queue: str) -> None:
+        """Let workers claim the queue's jobs again, and wake them now.
+
+        >>> await queue.resume("emails")
+        """
+        await self._admin.resume(queue)
+
+    async def paused_queues(self) -> list[str]:
+        """The paused queues, sorted.
+
+        >>> await queue.paused_queues()
+        ['emails']
+        """
+        return await self._admin.paused_queues()
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a pending or running job: True if this call cancelled it, False if it had
+        finished (nothing changes); JobNotFound, as get_job, when no job has that id.
+
+        A running job ends `cancelled` at once and is not retried; its worker stops the
+        handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
+        handler running in a thread cannot be interrupted: its result is discarded.
+
+        >>> if await queue.cancel(job.id): print("cancelled, running or not")
+        """
+        return await self._admin.cancel(job_id)
+
+    async def retry(self, job_id: int) -> bool:
+        """Re-queue a failed or cancelled job as new (attempts reset, run now); its past
+        errors stay in `Job.errors`. False if the job is in another state, or a live job
+        holds its idempotency key; JobNotFound if there is no such job.
+
+        >>> await queue.retry(job.id)
+        True
+        """
+        return await self._admin.retry(job_id)
+
+    async def retry_failed(self, queue: str | None = None, task: str | None = None) -> int:
+        """Re-queue every failed job (of one queue and/or task, if given); returns how many.
+
+        Cancelled jobs are left alone (retry them one by one with `retry`). Of several
+        failed jobs with the same idempotency key, only the newest is re-queued, and
+        none while a live job holds the key.
+
+        >>> await queue.retry_failed(queue="emails")
+        12
+        """
+        return await self._admin.retry_failed(queue, task)
+
+    async def set_notify(self, queue: str, enabled: bool) -> None:
+        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
+        await self._admin.set_notify(queue, enabled)
+
+    # -- limits ----------------------------------------------------------------
+
+    async def configure(
+        self,
+        queue: str,
+        *,
+        concurrency: int | Keep | None = KEEP,
+        rate: float | Keep | None = KEEP,
+        burst: int | Keep | None = KEEP,
+        key_concurrency: int | Keep | None = KEEP,
+    ) -> QueueSettings:
+        """Set a queue's limits for every worker; settings not passed keep their value,
+        None removes one. Workers apply a change at their next claim (a NOTIFY tells
+        them; they also look every poll interval).
+
+        - `concurrency`: at most this many jobs of the queue run at once.
+        - `rate`, `burst`: job starts per second on average, at most `burst` at once
+          (a token bucket; default burst: one second's worth of the rate).
+        - `key_concurrency`: at most this many running jobs per `concurrency_key`, and
+          claims take turns over the keys. The first key limit of the schema builds an
+          index of pending jobs by key (CONCURRENTLY: may take a while on a large table,
+          blocks nothing), as the owner of the tables.
+
+        >>> await queue.configure("exports", concurrency=3, rate=50.0, burst=10)
+        >>> await queue.configure("exports", rate=None)  # the rate limit goes
+        """
+        return await self._limits.configure(
+            queue, concurrency=concurrency, rate=rate, burst=burst, key_concurrency=key_concurrency
+        )
+
+    async def queue_settings(self, queue: str) -> QueueSettings:
+        """The queue's limits as stored (all None when it has none).
+
+        >>> (await queue.queue_settings("exports")).concurrency
+        """
+        return await self._limits.queue_settings(queue)
+
+    # -- the partitioned layout ----------------------------------------------------
+
+    async def enable_partitioning(
+        self,
+        *,
+        archive_after: float | timedelta = 300,
+        partition_width: float | timedelta = timedelta(days=1),
+    ) -> ArchiveLayout:
+        """Switch on the partitioned layout for finished jobs (for tens of millions of jobs
+        a day): the workers' maintenance moves each job finished `archive_after` ago out
+        of the jobs table into time-range partitions, and retention drops whole
+        partitions instead of deleting rows. Existing finished jobs move over in batches.
+
+        >>> await queue.enable_partitioning(archive_after=300, partition_width=86400)
+        >>> await queue.disable_partitioning()  # back to the plain layout
+        """
+        return await self._partitions.enable_partitioning(
+            archive_after=archive_after, partition_width=partition_width
+        )
+
+    async def disable_partitioning(self) -> ArchiveLayout:
+        """Back to the plain layout: finished jobs stay in the jobs table and are pruned
+        there. Jobs archived so far stay readable; their partitions are dropped as they
+        pass the retention.
+
+        >>> await queue.disable_partitioning()
+        """
+        return await self._partitions.disable_partitioning()
+
+    async def archive_layout(self) -> ArchiveLayout:
+        """The layout's settings and the archive's partitions, oldest first per status.
+
+        >>> print((await queue.archive_layout()).enabled)
+        """
+        return await self._partitions.archive_layout()
+
+    # -- reads -----------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job:
+        """The job's current row; JobNotFound when no job has that id (never enqueued, or
+        finished and pruned after the worker's retention).
+
+        >>> job = await queue.get_job(job_id)
+        >>> job.status, job.result, job.last_error
+        """
+        return await self._read.get_job(job_id)
+
+    async def list_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
+        before: int | None = None,
+    ) -> list[Job]:
+        """The newest jobs (highest id first) with this status, queue and task, if given;
+        with `before`, those with a lower id (the next page: pass the last id you got).
+
+        >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
+        >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
+        """
+        return await self._read.list_jobs(
+            status=status, queue=queue, task=task, limit=limit, before=before
+        )
+
+    async def status(self) -> list[dict[str, Any]]:
+        """Job counts per queue and status, with the age of the oldest runnable job."""
+        return await self._read.status()
+
+    async def blocked_sessions(self) -> list[dict[str, Any]]:
+        """Sessions of this database waiting on a lock, with the pids blocking them."""
+        return await self._read.blocked_sessions()
+
+    async def queue_stats(self, *, window: float = 60.0) -> list[QueueStats]:
+        """Every queue with jobs pending, running or finished in the last `window` seconds,
+        or paused: its depth, what arrived and finished in the window, its pause state.
+
+        It reads the partial indexes of pending, running and recently finished jobs, not
+        the table: cheap enough to poll every second or two.
+
+        >>> stats = await queue.queue_stats(window=60)
+        >>> {q.queue: q.runnable for q in stats}
+        """
+        return await self._read.queue_stats(window=window)
+
+    async def latest_failures(self, limit: int = 10) -> list[Job]:
+        """The jobs that failed last, newest first (by when they failed).
+
+        Unlike `list_jobs(status="failed")`, which walks jobs in id order, it reads the
+        index of finished jobs backwards: cheap to poll under millions of done jobs.
+
+        >>> for job in await queue.latest_failures(5): print(job.id, job.last_error)
+        """
+        return await self._read.latest_failures(limit)
+
+    async def schedule_status(self) -> list[dict[str, Any]]:
+        """Every schedule in the database, with its last run and next run.
+
+        >>> for row in await queue.schedule_status(): print(row["name"], row["next_run"])
+        """
+        return await self._read.schedule_status()

@@ -1,37 +1,34 @@
-"""Inspection: reading jobs and queue state, and the switches that need no worker."""
+"""Read: jobs, the queues' state and statistics, schedules: every read of the client."""
 
 from __future__ import annotations
 
+import math
+from datetime import datetime, timezone
 from typing import Any
 
 from .._db.migrations import missing_schema_as_error
-from .._errors import JobNotFound
-from .._models import Job, JobStatus, job_from_record
-from .._options import check_queue_name
-from .core import QueueCore
+from .._errors import ConfigurationError
+from .._models import Job, JobStatus, JobWaiter, QueueStats, job_from_record
+from .._schedule import Schedule
+from .core import Core
 
 
-class Inspection(QueueCore):
+class Read:
+    """Reading jobs and the queues' state."""
+
+    def __init__(self, core: Core, waiter: JobWaiter) -> None:
+        self._core = core
+        self._waiter = waiter  # the Queue: Job.wait() of the Jobs read waits there
+
     async def get_job(self, job_id: int) -> Job:
-        """The job's current row; JobNotFound when no job has that id (never enqueued, or
-        finished and pruned after the worker's retention).
-
-        >>> job = await queue.get_job(job_id)
-        >>> job.status, job.result, job.last_error
-        """
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                row = await conn.fetchrow(self.sql.get_job, job_id)
+        """The job's current row; JobNotFound when no job has that id (never enqueued, or ..."""
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                row = await conn.fetchrow(self._core.sql.get_job, job_id)
         if row is None:
-            raise self._not_found(job_id)
+            raise self._core.not_found(job_id)
         # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
-        return job_from_record(row, owner=self)  # type: ignore[arg-type]
-
-    def _not_found(self, job_id: int) -> JobNotFound:
-        return JobNotFound(
-            f"no job with id {job_id} in schema {self.schema} "
-            "(never enqueued there, or finished and pruned after the retention period)"
-        )
+        return job_from_record(row, self._waiter)
 
     async def list_jobs(
         self,
@@ -42,12 +39,7 @@ class Inspection(QueueCore):
         limit: int = 50,
         before: int | None = None,
     ) -> list[Job]:
-        """The newest jobs (highest id first) with this status, queue and task, if given;
-        with `before`, those with a lower id (the next page: pass the last id you got).
-
-        >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
-        >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
-        """
+        """The newest jobs (highest id first) with this status, queue and task, if given; ..."""
         statuses = [s.value for s in JobStatus]
         wanted = None if status is None else getattr(status, "value", status)
         if wanted is not None and wanted not in statuses:
@@ -56,26 +48,63 @@ class Inspection(QueueCore):
             raise ValueError(f"limit must be an int >= 1, got {limit!r}")
         if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
             raise ValueError(f"before must be a job id (an int) or None, got {before!r}")
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before)
-        return [job_from_record(row, owner=self) for row in rows]  # type: ignore[arg-type]
-
-    async def set_notify(self, queue: str, enabled: bool) -> None:
-        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                await conn.execute(self.sql.set_queue_notify, check_queue_name(queue), enabled)
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                rows = await conn.fetch(
+                    self._core.sql.list_jobs, wanted, queue, task, limit, before
+                )
+        return [job_from_record(row, self._waiter) for row in rows]
 
     async def status(self) -> list[dict[str, Any]]:
         """Job counts per queue and status, with the age of the oldest runnable job."""
-        async with self.pool.acquire() as conn:
-            with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.status)
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                rows = await conn.fetch(self._core.sql.status)
         return [dict(row) for row in rows]
 
     async def blocked_sessions(self) -> list[dict[str, Any]]:
         """Sessions of this database waiting on a lock, with the pids blocking them."""
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(self.sql.locks)
+        async with self._core.pool.acquire() as conn:
+            rows = await conn.fetch(self._core.sql.locks)
         return [dict(row) for row in rows]
+
+    async def queue_stats(self, *, window: float = 60.0) -> list[QueueStats]:
+        """Every queue with jobs pending, running or finished in the last `window` seconds, ..."""
+        if isinstance(window, bool) or not isinstance(window, (int, float)):
+            raise TypeError(f"window must be seconds (a number > 0), got {window!r}")
+        if not math.isfinite(window) or window <= 0:
+            raise ValueError(f"window must be seconds > 0, got {window!r}")
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                rows = await conn.fetch(self._core.sql.queue_stats, float(window))
+        return [QueueStats(**dict(row), window=float(window)) for row in rows]
+
+    async def latest_failures(self, limit: int = 10) -> list[Job]:
+        """The jobs that failed last, newest first (by when they failed)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                rows = await conn.fetch(self._core.sql.latest_failures, limit)
+        return [job_from_record(row) for row in rows]
+
+    async def schedule_status(self) -> list[dict[str, Any]]:
+        """Every schedule in the database, with its last run and next run."""
+        async with self._core.pool.acquire() as conn:
+            with missing_schema_as_error(self._core.schema):
+                rows = [dict(row) for row in await conn.fetch(self._core.sql.schedule_status)]
+        now = datetime.now(timezone.utc)
+        for row in rows:
+            row["next_run"] = self._next_run(row, now)
+        return rows
+
+    def _next_run(self, row: dict[str, Any], now: datetime) -> datetime | None:
+        """When a worker will enqueue the schedule's next tick, if one runs it by then."""
+        schedule = self._core.schedules.get(row["name"])
+        if schedule is None or schedule.cron != row["cron"]:
+            try:  # a schedule of another program (the CLI has none)
+                schedule = Schedule(row["cron"], name=row["name"], timezone=row["timezone"])
+            except ConfigurationError:
+                return None
+        last = row["last_tick"] or row["since"]
+        return schedule.next_after(max(now, last))

@@ -1,4 +1,5 @@
-"""Results you can await: queue.result(), queue.wait_for_job() and Job.wait()."""
+"""Results you can await: queue.result(), queue.wait_for_job() and Job.wait(), and the
+errors they raise."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 import anyio
 
 from .._errors import Error
-from .._models import Job, JobStatus, job_from_record
-from .core import QueueCore
+from .._models import Job, JobStatus, JobWaiter, job_from_record
+from .core import Core
 from .waiters import Waiters
 
 
@@ -44,15 +45,20 @@ class JobCancelled(Error):
         super().__init__(f"job {job.id} ({job.task}) was cancelled")
 
 
-class Results(QueueCore):
-    # Seconds between reads of the awaited jobs while the waiters' LISTEN connection is
-    # down: the longest a waiter waits past its job's end then.
-    result_poll_interval: float = 1.0
-    # Where the waiters LISTEN when the queue's database is behind pgbouncer in
-    # transaction mode (LISTEN needs a session): a direct address; else $AIOPGQ_LISTEN_DSN,
-    # else the queue's database.
-    result_listen_dsn: str | None = None
-    _waiters: Waiters | None = None
+class Results:
+    """Waiting for jobs to end: result() and wait_for_job()."""
+
+    def __init__(self, core: Core, waiter: JobWaiter) -> None:
+        self._core = core
+        self._waiter = waiter  # the Queue: Job.wait() of the Jobs it returns waits there
+        # Seconds between reads of the awaited jobs while the waiters' LISTEN connection
+        # is down: the longest a waiter waits past its job's end then.
+        self.poll_interval = 1.0
+        # Where the waiters LISTEN when the queue's database is behind pgbouncer in
+        # transaction mode (LISTEN needs a session): a direct address; else
+        # $AIOPGQ_LISTEN_DSN, else the queue's database.
+        self.listen_dsn: str | None = None
+        self.waiters: Waiters | None = None
 
     @property
     def waiter_name(self) -> str:
@@ -60,38 +66,23 @@ class Results(QueueCore):
         every Queue of this process on the same database."""
         return f"aiopgq-waiter {os.getpid()}"
 
-    # The issue's API: a timeout argument, as asyncio.wait_for has (ASYNC109).
-    async def result(self, job_id: int, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """The stored return value of the job, waiting until it ends; JobFailed, JobCancelled,
-        JobNotFound, or TimeoutError after `timeout` seconds.
-
-        >>> job = await add.enqueue(1, b=2)
-        >>> await queue.result(job.id, timeout=30)  # 3
-        """
-        return (await self.wait_for_job(job_id, timeout)).result
-
+    # A timeout argument, as asyncio.wait_for has (ASYNC109).
     async def wait_for_job(self, job_id: int, timeout: float | None = None) -> Job:  # noqa: ASYNC109
-        """The job as it ended (done); JobFailed, JobCancelled, JobNotFound, or TimeoutError
-        after `timeout` seconds. The waiters of every Queue of the process on one database
-        share one LISTEN connection.
-
-        >>> job = await queue.wait_for_job(job_id, timeout=30)
-        >>> job.status, job.result, job.finished_at
-        """
-        self.pool  # noqa: B018 - raises QueueNotOpen when closed
-        if self._waiters is None:
-            self._waiters = Waiters(
-                lambda: self.pool,
-                self.sql,
+        """The job as it ended; JobFailed, JobCancelled, JobNotFound, TimeoutError."""
+        self._core.pool  # noqa: B018 - raises QueueNotOpen when closed
+        if self.waiters is None:
+            self.waiters = Waiters(
+                lambda: self._core.pool,
+                self._core.sql,
                 self._listen_args,
-                lambda: self.result_poll_interval,
+                lambda: self.poll_interval,
             )
         try:
             with anyio.fail_after(timeout):
-                row = await self._waiters.wait(job_id)
+                row = await self.waiters.wait(job_id)
         except TimeoutError:
             raise TimeoutError(f"job {job_id} has not ended within {timeout} s") from None
-        job = job_from_record(row, owner=self)
+        job = job_from_record(row, self._waiter)
         if job.status is JobStatus.FAILED:
             raise JobFailed(job)
         if job.status is JobStatus.CANCELLED:
@@ -100,12 +91,12 @@ class Results(QueueCore):
 
     def _listen_args(self) -> tuple[str | None, dict[str, Any]]:
         """Where the waiters' LISTEN connection goes: Queues with equal ones share it."""
-        dsn, kwargs = self.connect_args()
-        dsn = self.result_listen_dsn or os.environ.get("AIOPGQ_LISTEN_DSN") or dsn
+        dsn, kwargs = self._core.connect_args()
+        dsn = self.listen_dsn or os.environ.get("AIOPGQ_LISTEN_DSN") or dsn
         settings = {**kwargs.pop("server_settings", {}), "application_name": self.waiter_name}
         return dsn, {**kwargs, "server_settings": settings}
 
-    async def _close_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, None
+    async def close(self) -> None:
+        waiters, self.waiters = self.waiters, None
         if waiters is not None:
             await waiters.close()

@@ -18,9 +18,10 @@ from .._db.dsn import check_dsn, redact, resolve_dsn
 from .._db.statements import for_psycopg, render, validate_identifier
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, build_job, build_jobs, job_from_record
-from .._options import Batch, TaskDefaults, make_batch, resolve_options
+from .._options import TaskDefaults, resolve_options
 from .._payload import encode_payload
 from .._task import Task
+from .inserts import Batch, make_batch
 from .queue import Queue
 from .task_registry import Declaration, RegistryCache
 

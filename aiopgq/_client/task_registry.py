@@ -6,23 +6,18 @@ queue, priority and max_attempts from the registry, checks the payload's keys ag
 its arguments, and is refused an unknown name while any worker registered tasks.
 
 `RegistryCache` decides when to read and what a read means, without I/O, so that the
-asyncio Queue (`RegistryLookup` below) and the synchronous SyncQueue share it.
+asyncio Queue (aiopgq/_client/enqueue.py) and the synchronous SyncQueue share it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from .._db.connection import Connection
-from .._db.migrations import missing_schema_as_error
 from .._errors import TaskNotFound
 from .._payload import KeywordCheck
-from .core import QueueCore
 
 # A copy of the registry is used this long, then read again on the next lookup.
 REFRESH_AFTER = 60.0
@@ -97,30 +92,3 @@ def task_not_found(name: str, known: list[str]) -> TaskNotFound:
         task=name,
         known=known,
     )
-
-
-class RegistryLookup(QueueCore):
-    """Queue's side of the registry: at most one read at a time, on the caller's
-    connection when it gives one (the read joins its transaction harmlessly)."""
-
-    _registry: RegistryCache
-    _registry_lock: asyncio.Lock | None = None
-
-    async def _declared(
-        self, task: str, connection: Connection | None, retry_for: float | timedelta | None = None
-    ) -> Declaration | None:
-        cache = self._registry
-        if cache.needs_read(task):
-            if self._registry_lock is None:
-                self._registry_lock = asyncio.Lock()
-            async with self._registry_lock:
-                if cache.needs_read(task):  # not read meanwhile by a concurrent enqueue
-                    with missing_schema_as_error(self.schema):
-                        rows = await self._run(  # a read: safe to send again
-                            connection,
-                            lambda conn: conn.fetch(self.sql.registered_tasks),
-                            retry_for,
-                            idempotent=True,
-                        )
-                        cache.update(rows)
-        return cache.resolve(task)

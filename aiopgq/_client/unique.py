@@ -21,7 +21,7 @@ from .._db.migrations import missing_schema_as_error
 from .._errors import Error
 from .._models import Job, JobStatus, build_job, job_from_record
 from .._options import ON_CONFLICT, OnConflict, Options
-from .core import QueueCore
+from .core import Core
 
 MAX_KEY_BYTES = 1000  # a B-tree entry holds at most ~2,700 bytes; keys are names, not data
 _KEY_INDEX = "jobs_idempotency_key_idx"
@@ -112,87 +112,87 @@ def _resendable(unique: Uniqueness) -> bool:
     return unique.on_conflict == "ignore" and all(key is not None for key in unique.keys)
 
 
-class Unique(QueueCore):
-    async def _insert_keyed(
-        self, conn: Connection, args: tuple[Any, ...], concurrency_key: str | None
-    ) -> list[asyncpg.Record]:
-        """The keyed insert; a concurrency key is set in the same transaction."""
-        if concurrency_key is None:
-            return await conn.fetch(self.sql.enqueue_unique, *args)
-        async with conn.transaction():  # the key set before any claim can see the jobs
-            rows = await conn.fetch(self.sql.enqueue_unique, *args)
-            await conn.execute(
-                self.sql.set_concurrency_key,
-                [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
-                concurrency_key,
-            )
-        return rows
-
-    async def _enqueue_unique(
-        self,
-        task: str,
-        payloads: list[dict[str, Any]],
-        array_text: str,
-        opts: Options,
-        unique: Uniqueness,
-        connection: Connection | None,
-        retry_for: float | timedelta | None = None,
-    ) -> tuple[list[Job], int]:
-        """Enqueue keyed jobs; each payload's Job (new, or the holder of its key) and how
-        many are new. Raises DuplicateJob for on_conflict="raise"."""
-        args = (
-            task,
-            array_text,
-            unique.keys,
-            opts.queue,
-            opts.priority,
-            opts.run_at,
-            opts.max_attempts,
-            unique.unique_for,
-            unique.on_conflict,
+async def _insert_keyed(
+    core: Core, conn: Connection, args: tuple[Any, ...], concurrency_key: str | None
+) -> list[asyncpg.Record]:
+    """The keyed insert; a concurrency key is set in the same transaction."""
+    if concurrency_key is None:
+        return await conn.fetch(core.sql.enqueue_unique, *args)
+    async with conn.transaction():  # the key set before any claim can see the jobs
+        rows = await conn.fetch(core.sql.enqueue_unique, *args)
+        await conn.execute(
+            core.sql.set_concurrency_key,
+            [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")],
+            concurrency_key,
         )
-        try:
-            with missing_schema_as_error(self.schema):
-                rows = await self._run(
-                    connection,
-                    lambda conn: self._insert_keyed(conn, args, opts.concurrency_key),
-                    retry_for,
-                    idempotent=_resendable(unique),
-                )
-        except asyncpg.UniqueViolationError as exc:
-            holder = _holder_of(exc)
-            if holder is None:
-                raise
-            message = getattr(exc, "message", None) or str(exc)
-            raise DuplicateJob(
-                f"{message}; on_conflict='ignore' returns that job instead", holder
-            ) from None
-        jobs: list[Job | None] = [None] * len(payloads)
-        created = 0
-        replaced: dict[int, tuple[int, Job]] = {}  # by id: the last replacement, and its item
-        for row in rows:
-            at = row["ord"] - 1
-            if row["outcome"] == "inserted":
-                created += 1
-                jobs[at] = build_job(
-                    id=row["id"],
-                    task=task,
-                    queue=opts.queue,
-                    payload=payloads[at],
-                    priority=opts.priority,
-                    run_at=row["run_at"],
-                    created_at=row["created_at"],
-                    max_attempts=opts.max_attempts,
-                )
-            else:
-                jobs[at] = job = job_from_record(row)
-                if row["outcome"] == "replaced" and at >= replaced.get(job.id, (-1, job))[0]:
-                    replaced[job.id] = (at, job)
-        if any(job is None for job in jobs):
-            raise RuntimeError(f"enqueue_unique() answered {len(rows)} rows for {len(jobs)} jobs")
-        # A job that a later item of the call replaced is returned as it ends up.
-        done = [replaced[job.id][1] if job.id in replaced else job for job in jobs if job]
-        return done, created
+    return rows
+
+
+async def enqueue_unique(
+    core: Core,
+    task: str,
+    payloads: list[dict[str, Any]],
+    array_text: str,
+    opts: Options,
+    unique: Uniqueness,
+    connection: Connection | None,
+    retry_for: float | timedelta | None = None,
+) -> tuple[list[Job], int]:
+    """Enqueue keyed jobs; each payload's Job (new, or the holder of its key) and how
+    many are new. Raises DuplicateJob for on_conflict="raise"."""
+    args = (
+        task,
+        array_text,
+        unique.keys,
+        opts.queue,
+        opts.priority,
+        opts.run_at,
+        opts.max_attempts,
+        unique.unique_for,
+        unique.on_conflict,
+    )
+    try:
+        with missing_schema_as_error(core.schema):
+            rows = await core.run(
+                connection,
+                lambda conn: _insert_keyed(core, conn, args, opts.concurrency_key),
+                retry_for,
+                idempotent=_resendable(unique),
+            )
+    except asyncpg.UniqueViolationError as exc:
+        holder = _holder_of(exc)
+        if holder is None:
+            raise
+        message = getattr(exc, "message", None) or str(exc)
+        raise DuplicateJob(
+            f"{message}; on_conflict='ignore' returns that job instead", holder
+        ) from None
+    jobs: list[Job | None] = [None] * len(payloads)
+    created = 0
+    replaced: dict[int, tuple[int, Job]] = {}  # by id: the last replacement, and its item
+    for row in rows:
+        at = row["ord"] - 1
+        if row["outcome"] == "inserted":
+            created += 1
+            jobs[at] = build_job(
+                id=row["id"],
+                task=task,
+                queue=opts.queue,
+                payload=payloads[at],
+                priority=opts.priority,
+                run_at=row["run_at"],
+                created_at=row["created_at"],
+                max_attempts=opts.max_attempts,
+            )
+        else:
+            jobs[at] = job = job_from_record(row)
+            if row["outcome"] == "replaced" and at >= replaced.get(job.id, (-1, job))[0]:
+                replaced[job.id] = (at, job)
+    if any(job is None for job in jobs):
+        raise RuntimeError(f"enqueue_unique() answered {len(rows)} rows for {len(jobs)} jobs")
+    # A job that a later item of the call replaced is returned as it ends up.
+    done = [replaced[job.id][1] if job.id in replaced else job for job in jobs if job]
+    return done, created
 
 
 def _holder_of(exc: asyncpg.UniqueViolationError) -> Job | None:

@@ -108,15 +108,15 @@ async def test_ten_thousand_waiters_share_one_connection(
         return count
 
     await eventually(listening)
-    assert queue._waiters is not None
-    await eventually(lambda: not queue._waiters._unmarked)  # type: ignore[union-attr]
+    assert queue._results.waiters is not None
+    await eventually(lambda: not queue._results.waiters._unmarked)  # type: ignore[union-attr]
     assert await listening() == 1
     async with queue.worker(concurrency=100):
         assert await listening() == 1
         results = await asyncio.gather(*waiters)
     assert [job.result for job in results] == [n * 2 for n in range(10_000)]
     assert await listening() == 1
-    assert queue._waiters.hub is not None and queue._waiters.hub.connects == 1
+    assert queue._results.waiters.hub is not None and queue._results.waiters.hub.connects == 1
 
 
 async def test_waiters_resolve_by_polling_while_their_connection_is_down(
@@ -134,10 +134,11 @@ async def test_waiters_resolve_by_polling_while_their_connection_is_down(
         watched.result_poll_interval = 0.5
         job = await slow.enqueue()
         waiting = asyncio.ensure_future(watched.result(job.id, timeout=60))
-        await eventually(lambda: watched._waiters is not None and watched._waiters.listening)
+        waiters = lambda: watched._results.waiters  # noqa: E731
+        await eventually(lambda: waiters() is not None and waiters().listening)  # type: ignore[union-attr]
         proxy.refusing = True
         proxy.cut()  # the connection dies and cannot come back
-        await eventually(lambda: not watched._waiters.listening)  # type: ignore[union-attr]
+        await eventually(lambda: not watched._results.waiters.listening)  # type: ignore[union-attr]
         await queue.worker().run(burst=True)
         finished_at = time.monotonic()
         assert await waiting == "late"
@@ -145,7 +146,7 @@ async def test_waiters_resolve_by_polling_while_their_connection_is_down(
         assert waited < 0.5 + 1.5, waited  # one poll interval, and slack for a busy machine
         # A silent partition: the ping notices it within a poll interval, then the same.
         proxy.refusing = False
-        await eventually(lambda: watched._waiters.listening)  # type: ignore[union-attr]
+        await eventually(lambda: watched._results.waiters.listening)  # type: ignore[union-attr]
         second = await slow.enqueue()
         waiting = asyncio.ensure_future(watched.result(second.id, timeout=60))
         await asyncio.sleep(0.2)

@@ -37,7 +37,7 @@ async def listen_connections(conn: asyncpg.Connection, queue: Queue) -> list[asy
 
 
 def listening(*queues: Queue) -> bool:
-    return all(q._waiters is not None and q._waiters.listening for q in queues)
+    return all(q._results.waiters is not None and q._results.waiters.listening for q in queues)
 
 
 def echo_task(queue: Queue) -> None:
@@ -91,8 +91,8 @@ async def test_queues_on_two_schemas_share_one_listen_connection(
         assert (await third[0]).result == 22
         assert listening(queue)
         assert len(await listen_connections(conn, queue)) == 1
-        assert queue._waiters is not None and queue._waiters.hub is not None
-        assert queue._waiters.hub.connects == 1  # never reopened
+        assert queue._results.waiters is not None and queue._results.waiters.hub is not None
+        assert queue._results.waiters.hub.connects == 1  # never reopened
 
 
 async def test_killing_the_shared_connection_resolves_every_queue_s_waiters(
@@ -132,9 +132,9 @@ async def test_killing_the_shared_connection_resolves_every_queue_s_waiters(
                 return len(pids) == 1 and pids != [killed]
 
             await eventually(replaced)
-        assert queue._waiters is not None and other._waiters is not None
-        assert queue._waiters.hub is other._waiters.hub
-        assert queue._waiters.hub is not None and queue._waiters.hub.connects == 3
+        assert queue._results.waiters is not None and other._waiters is not None
+        assert queue._results.waiters.hub is other._waiters.hub
+        assert queue._results.waiters.hub is not None and queue._results.waiters.hub.connects == 3
     # A lost connection is replaced at once, and says so at INFO: no warning (issue 13).
     loud = [r for r in caplog.records if r.name.startswith("aiopgq") and r.levelno > logging.INFO]
     assert not loud, [r.getMessage() for r in loud]
@@ -187,8 +187,8 @@ async def test_another_event_loop_gets_its_own_connection(
             job = await other.enqueue("s.echo", {"n": 2})
             there = waits([job])
             await eventually(lambda: listening(other))
-            assert other._waiters is not None and queue._waiters is not None
-            assert other._waiters.hub is not queue._waiters.hub
+            assert other._waiters is not None and queue._results.waiters is not None
+            assert other._waiters.hub is not queue._results.waiters.hub
             async with other.pool.acquire() as mine:
                 count = len(await listen_connections(mine, other))
             await other.worker().run(burst=True)
