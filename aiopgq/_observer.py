@@ -11,12 +11,22 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ._models import Job
-from ._worker.contracts import JobObservation, Outcome
 
 logger = logging.getLogger("aiopgq.observer")
+
+
+# How a job's run ended, as an observer hears it: done; failed with attempts left;
+# failed for good; given back to pending unfinished (the worker stopped).
+Outcome = Literal["succeeded", "retried", "failed", "released", "cancelled"]
+
+
+class JobObservation(Protocol):
+    """One job's run as an observer follows it: told once how it ended."""
+
+    def ended(self, outcome: Outcome, error: str | None) -> None: ...
 
 
 class EnqueueObservation(Protocol):
@@ -138,7 +148,7 @@ class _AllRun:
                 logger.exception("an observer failed at the end of a job")
 
 
-class Enqueueing:
+class ObservedEnqueue:
     """An observed enqueue call: the trace context to store, then the ids made."""
 
     def __init__(self, observation: EnqueueObservation | None) -> None:
@@ -149,14 +159,16 @@ class Enqueueing:
 
 
 @contextlib.contextmanager
-def observe_enqueue(observer: Observer, task: str, queue: str, count: int) -> Iterator[Enqueueing]:
+def observe_enqueue(
+    observer: Observer, task: str, queue: str, count: int
+) -> Iterator[ObservedEnqueue]:
     """Around one observed enqueue: set `job_ids` on what it yields before leaving."""
     try:
         observation = observer.enqueue_started(task, queue, count)
     except Exception:
         logger.exception("an observer failed at the start of an enqueue of %s", task)
         observation = None
-    seen = Enqueueing(observation)
+    seen = ObservedEnqueue(observation)
     try:
         yield seen
     except BaseException as exc:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._options import OPTION_NAMES
+from ._enqueue_options import OPTION_NAMES
 
 # Enqueue options share Task.enqueue's call with the task's own arguments, so a task
 # cannot have a parameter of these names.

@@ -13,8 +13,7 @@ else:  # pragma: no cover - Python 3.10
     from typing_extensions import Unpack
 
 from ._context import context_parameter
-from ._models import Job
-from ._options import (
+from ._enqueue_options import (
     EnqueueManyOptions,
     EnqueueOptions,
     TaskDefaults,
@@ -23,6 +22,7 @@ from ._options import (
     check_queue_name,
     split_options,
 )
+from ._models import Job
 from ._payload import KeywordCheck, bind_arguments, check_signature
 from ._retry import Retry
 

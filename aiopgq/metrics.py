@@ -26,8 +26,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 from ._models import Job
-from ._observer import Observer
-from ._worker.contracts import Outcome
+from ._observer import Observer, Outcome
 
 OTHER = "other"
 """The label value of task or queue names past the cap."""

@@ -19,9 +19,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 
 from ._models import Job
-from ._observer import Observer
+from ._observer import Observer, Outcome
 from ._version import __version__
-from ._worker.contracts import Outcome
 
 
 class Tracing(Observer):

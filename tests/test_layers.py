@@ -22,14 +22,23 @@ ALLOWED_OUTSIDE = {
     # doctor, top, workers: read the database through _db, never the client or worker
     "aiopgq._ops": FOUNDATION | {"aiopgq._db"},
 }
-# The worker runtime sees the client through Protocols (aiopgq._worker.contracts).
-WORKER_NEVER_IMPORTS = {
-    "aiopgq",
-    "aiopgq._client.queue",
+# The vocabulary: what a job, a task, an option, a payload is. It builds on _db only.
+VOCABULARY = {
+    "aiopgq._errors",
+    "aiopgq._identifiers",
+    "aiopgq._models",
+    "aiopgq._enqueue_options",
+    "aiopgq._payload",
     "aiopgq._task",
-    "aiopgq._cli",
-    "aiopgq._cli.demo",
+    "aiopgq._schedule",
+    "aiopgq._context",
+    "aiopgq._observer",
+    "aiopgq._retry",
+    "aiopgq._version",
 }
+# The worker runtime sees the client through Protocols (aiopgq._worker.contracts).
+WORKER_NEVER_IMPORTS = {"aiopgq", "aiopgq._task"}
+WORKER_NEVER_IMPORTS_ROOMS = {"aiopgq._client", "aiopgq._cli", "aiopgq.dashboard"}
 MAX_LINES = 400
 # The public client reads as one class: every method of Queue is in this one file.
 LONGER_ALLOWED = {"aiopgq._client.queue"}
@@ -133,9 +142,50 @@ def test_worker_runtime_never_imports_the_client() -> None:
         for m, targets in GRAPH.items()
         if room_of(m) == "aiopgq._worker"
         for t in targets
-        if t in WORKER_NEVER_IMPORTS
+        if t in WORKER_NEVER_IMPORTS or room_of(t) in WORKER_NEVER_IMPORTS_ROOMS
     }
     assert not wrong, "the worker sees Queue and Task through aiopgq._worker.contracts"
+
+
+def test_the_vocabulary_imports_neither_the_client_nor_the_runtime() -> None:
+    wrong = {
+        (m, t)
+        for m in VOCABULARY
+        for t in GRAPH[m]
+        if t not in VOCABULARY and room_of(t) != "aiopgq._db"
+    }
+    assert not wrong, "the model builds on itself and _db only: move the shared piece down"
+
+
+def test_the_cli_reaches_the_client_and_the_worker_through_public_names() -> None:
+    wrong = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        if room_of(m) == "aiopgq._cli"
+        for t in targets
+        if room_of(t) == "aiopgq._client" or t == "aiopgq._worker.worker"
+    }
+    assert not wrong, "the CLI is a client of the public API: import Queue, Worker from aiopgq"
+
+
+def test_benchmarks_use_public_names_only() -> None:
+    root = PACKAGE.parent / "benchmarks"
+    wrong = {
+        (path.name, target)
+        for path in sorted(root.rglob("*.py"))
+        for target in imports_in(path.read_text(encoding="utf-8"), "benchmarks")
+        if any(part.startswith("_") for part in target.split(".")[1:])
+    }
+    assert not wrong, "benchmarks measure what users run: give what they need a public name"
+
+
+def test_no_two_modules_outside_the_cli_share_a_name() -> None:
+    seen: dict[str, list[str]] = {}
+    for name in MODULES:
+        if room_of(name) != "aiopgq._cli" and not is_package(name):
+            seen.setdefault(name.rpartition(".")[2].lstrip("_"), []).append(name)
+    shared = {short: names for short, names in seen.items() if len(names) > 1}
+    assert not shared, "one name, one module: name one of them after its role"
 
 
 def test_the_dashboard_uses_only_the_public_api() -> None:

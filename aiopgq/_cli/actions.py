@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._client.queue import Queue
+from .. import Queue
 from .._errors import JobNotFound
 from .common import AddCommand, UsageError, queue_of
 

@@ -7,7 +7,7 @@ import importlib
 import sys
 from typing import Protocol
 
-from .._client.queue import Queue
+from .. import Queue
 from .._db.dsn import check_dsn, resolve_dsn
 from .._errors import Error
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
-from .._client.queue import Queue
+from .. import Queue
 from .._db.dsn import redact
 from .._db.statements import quote_identifier
 from .._errors import ConfigurationError, Error

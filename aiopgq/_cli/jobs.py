@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .._models import Job, JobEvent, JobStatus
+from .. import Job, JobEvent, JobStatus
 from .common import AddCommand, UsageError, queue_of
 
 _STATUSES = [status.value for status in JobStatus]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._models import ArchiveLayout
+from .. import ArchiveLayout
 from .common import AddCommand, UsageError, queue_of
 
 

@@ -11,10 +11,9 @@ import os
 import signal
 from typing import Any
 
-from .._client.queue import Queue
+from .. import Queue, Worker
 from .._errors import ConfigurationError
 from .._worker.processes import WorkerProcesses, process_count, serve, worker_args
-from .._worker.worker import Worker
 from .common import AddCommand, UsageError, dsn_of, load_queue
 
 logger = logging.getLogger("aiopgq.cli")

@@ -9,7 +9,7 @@ import asyncpg
 
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
-from .._options import check_queue_name
+from .._enqueue_options import check_queue_name
 from .core import Core
 
 logger = logging.getLogger("aiopgq.queue")

@@ -16,9 +16,7 @@ from typing import Any
 
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
-from .._models import Job, build_job
-from .._observer import observe_enqueue
-from .._options import (
+from .._enqueue_options import (
     MANY_JOBS_OPTIONS,
     ONE_JOB_OPTIONS,
     EnqueueManyOptions,
@@ -28,6 +26,8 @@ from .._options import (
     check_option_names,
     resolve_options,
 )
+from .._models import Job, build_job
+from .._observer import observe_enqueue
 from .._payload import encode_payload
 from .core import Core
 from .hooks import Hooks

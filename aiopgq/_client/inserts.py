@@ -10,8 +10,8 @@ import asyncpg
 
 from .._db.connection import Connection
 from .._db.statements import Statements
+from .._enqueue_options import Options, TaskDefaults
 from .._models import Job, JobWaiter, build_jobs
-from .._options import Options, TaskDefaults
 from .._payload import encode_each_payload, encode_payloads
 
 

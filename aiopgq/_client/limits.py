@@ -10,9 +10,9 @@ import asyncpg
 
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
+from .._enqueue_options import check_queue_name
 from .._errors import ConfigurationError
 from .._models import QueueSettings
-from .._options import check_queue_name
 from .core import Core
 
 

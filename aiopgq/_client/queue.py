@@ -21,10 +21,10 @@ from .._db import migrations
 from .._db.dsn import check_dsn, redact
 from .._db.pool import connect, create_pool
 from .._db.statements import Statements
+from .._enqueue_options import EnqueueManyOptions, EnqueueOptions
 from .._errors import ConfigurationError
 from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
 from .._observer import Observer
-from .._options import EnqueueManyOptions, EnqueueOptions
 from .._retry import Retry
 from .._schedule import Schedule, with_tick
 from .._task import Task

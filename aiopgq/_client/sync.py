@@ -1,6 +1,6 @@
 """SyncQueue: enqueue from code that is not asyncio (Django, Flask, scripts) with psycopg 3.
 
-The same checks as Queue (aiopgq/_options.py, _payload.py, the task registry), the same
+The same checks as Queue (aiopgq/_enqueue_options.py, _payload.py, the task registry), the same
 statements (sql/, with psycopg's placeholders), and the same wake-up: the insert
 trigger notifies the workers, at the commit of the caller's transaction.
 """
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._db.dsn import check_dsn, redact, resolve_dsn
 from .._db.statements import for_psycopg, render, validate_identifier
+from .._enqueue_options import TaskDefaults, resolve_options
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, build_job, build_jobs, job_from_record
-from .._options import TaskDefaults, resolve_options
 from .._payload import encode_payload
 from .._task import Task
 from .inserts import Batch, make_batch

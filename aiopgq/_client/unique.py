@@ -18,9 +18,9 @@ import asyncpg
 
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
+from .._enqueue_options import ON_CONFLICT, OnConflict, Options
 from .._errors import Error
 from .._models import Job, JobStatus, build_job, job_from_record
-from .._options import ON_CONFLICT, OnConflict, Options
 from .core import Core
 
 MAX_KEY_BYTES = 1000  # a B-tree entry holds at most ~2,700 bytes; keys are names, not data

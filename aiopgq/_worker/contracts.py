@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import asyncpg
 
 from .._context import Middleware
 from .._db.statements import Statements
 from .._models import Job
+from .._observer import JobObservation
 from .._payload import KeywordCheck
 from .._retry import Retry
-
-# How a job's run ended, as an observer hears it: done; failed with attempts left;
-# failed for good; given back to pending unfinished (the worker stopped).
-Outcome = Literal["succeeded", "retried", "failed", "released", "cancelled"]
 
 
 class TaskSpec(Protocol):
@@ -48,12 +45,6 @@ class TaskSpec(Protocol):
     def context_parameter(self) -> str | None: ...  # the JobContext parameter, if any
     @property
     def max_snoozes(self) -> int: ...
-
-
-class JobObservation(Protocol):
-    """One job's run as an observer follows it: told once how it ended."""
-
-    def ended(self, outcome: Outcome, error: str | None) -> None: ...
 
 
 class JobObserver(Protocol):

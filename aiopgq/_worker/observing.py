@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._models import Job
+from .._observer import JobObservation, Outcome
 from .completer import Sink
-from .contracts import JobObservation, Outcome
 
 logger = logging.getLogger("aiopgq.worker")
 

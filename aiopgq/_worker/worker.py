@@ -26,8 +26,8 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from .._db.dsn import check_dsn, redact
 from .._db.outage import Outage
+from .._enqueue_options import check_queue_name
 from .._errors import ConfigurationError
-from .._options import check_queue_name
 from . import options
 from .awake import AwakeRole
 from .claims import Claims
