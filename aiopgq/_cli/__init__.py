@@ -22,19 +22,23 @@ from . import (
     actions,
     dashboard,
     doctor,
+    enqueue,
     jobs,
     migrate,
     partition,
     queue,
     schedules,
     server,
+    status,
     top,
     worker,
+    workers,
 )
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
 COMMAND_MODULES = (
-    *(migrate, jobs, actions, queue, worker, doctor, top, schedules, server),
+    *(migrate, enqueue, status, jobs, actions, queue, worker, doctor, workers, top),
+    *(schedules, server),
     *(dashboard, partition),
 )
 

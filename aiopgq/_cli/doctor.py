@@ -1,17 +1,13 @@
-"""`aiopgq doctor` and `aiopgq workers`: is the queue's database healthy, who works on it."""
+"""`aiopgq doctor`: is the queue's database healthy, and the fix for what is not."""
 
 from __future__ import annotations
 
 import argparse
-import json
 
 import asyncpg
 
-from .._db.migrations import check_version
 from .._ops.checks import Check, Settings
 from .._ops.doctor import Report, examine
-from .._ops.queries import OpsStatements
-from .._ops.snapshot import read_workers
 from .common import AddCommand, dsn_of, schema_of
 
 
@@ -51,10 +47,6 @@ def register(add: AddCommand) -> None:
         help="share of the NOTIFY queue that may be in use, 0 to 1",
     )
     doctor.set_defaults(run=doctor_run)
-
-    workers = add("workers", "list the workers of the registry (live, or not yet expired)")
-    workers.add_argument("--json", action="store_true", help="the list as JSON")
-    workers.set_defaults(run=workers_run)
 
 
 async def doctor_run(args: argparse.Namespace) -> int:
@@ -99,45 +91,3 @@ def _format_check(check: Check, *, details: bool) -> list[str]:
     if check.fix and check.verdict in ("warn", "fail"):
         lines.append(f"       fix: {check.fix}")
     return lines
-
-
-async def workers_run(args: argparse.Namespace) -> int:
-    conn = await asyncpg.connect(dsn_of(args))
-    try:
-        await check_version(conn, schema_of(args))
-        rows = await read_workers(conn, OpsStatements(schema_of(args)))
-    finally:
-        await conn.close()
-    if args.json:
-        print(json.dumps([row.as_json() for row in rows], indent=2))
-        return 0
-    if not rows:
-        print("(no workers)")
-        return 0
-    header = f"{'worker':<40} {'host':<16} {'pid':>7} {'queues':<20} {'slots':>7} {'version':<8}"
-    print(f"{header} {'up':>8} {'seen':>8}")
-    for w in rows:
-        print(
-            f"{w.id:<40} {w.host:<16} {w.pid:>7} {','.join(w.queues):<20} "
-            f"{f'{w.running}/{w.concurrency}':>7} {w.version:<8} {age(w.uptime):>8} "
-            f"{age(w.last_seen_age) + ' ago':>8}"
-        )
-    return 0
-
-
-def age(seconds: float | None) -> str:
-    """A duration for people: 0.4 s, 12 s, 3m20s, 2h05m, 3d04h."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"

@@ -23,7 +23,7 @@ from .._db.migrations import check_version
 from .._ops.queries import OpsStatements
 from .._ops.snapshot import Snapshot, Watcher
 from .common import AddCommand, UsageError, dsn_of, schema_of
-from .doctor import age
+from .workers import age
 
 if TYPE_CHECKING:
     from rich.console import Group
