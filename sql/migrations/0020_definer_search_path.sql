@@ -17,9 +17,9 @@
 -- when a call names it explicitly), so `=`, `||`, now() or unnest() in the bodies stay
 -- pg_catalog's. Every other object the bodies use is qualified with the schema
 -- ({{schema}}.jobs, {{schema}}.job_status, ...), and the dynamic SQL of archive_extend
--- and archive_drop quotes schema and table with %I. So the setting is all that is
--- needed: no body names an unqualified type or relation that pg_catalog lacks, and the
--- bodies stay as they are (restating them would risk changing them).
+-- and archive_drop quotes schema and table with %I. So for the definer functions' own
+-- bodies the setting is all that is needed (no body names an unqualified type or
+-- relation that pg_catalog lacks), and they stay as they are; what they call is below.
 -- tests/security/test_definer_functions.py fails on any definer function in the schema
 -- whose search_path does not end in pg_temp.
 ALTER FUNCTION {{schema}}.job_status(bigint) SET search_path = pg_catalog, pg_temp;
@@ -30,6 +30,62 @@ ALTER FUNCTION {{schema}}.take_ticks(text, timestamptz, timestamptz, text, text,
 ALTER FUNCTION {{schema}}.archive_extend() SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION {{schema}}.archive_drop({{schema}}.job_status, timestamptz)
     SET search_path = pg_catalog, pg_temp;
+
+-- One more way in: PL/pgSQL compiles a function once per session, resolving the types
+-- of its DECLARE section with the search_path of that first call, and keeps them. The
+-- wake-up trigger (wake_on_insert) runs as its caller, and also inside enqueue_unique()
+-- and take_ticks(), as the owner. A producer that first fires it with its own
+-- search_path (a plain enqueue: pg_temp comes first for types) had `remembered text`
+-- compiled as its pg_temp.text, whose CHECK then ran as the owner in its next keyed
+-- enqueue. Its statements are re-planned under the definer's search_path (the plan
+-- cache checks it); only the declarations stay. So they name pg_catalog.text: the bodies
+-- are version 8's otherwise. wake_once never runs inside a definer function; it gets the
+-- same declaration, so that a future one calling it is safe too.
+CREATE OR REPLACE FUNCTION {{schema}}.wake_on_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    remembered pg_catalog.text;
+BEGIN
+    IF current_setting('aiopgq.decided_{{schema_name}}', true) IS NOT DISTINCT FROM NEW.queue
+       OR NEW.status <> 'pending' OR NEW.run_at > now() THEN
+        RETURN NEW;  -- this transaction decided for the queue already, or nothing runnable
+    END IF;
+    -- Steps 1 and 2 of 0003_notify_once.sql, nested because SQL promises no
+    -- evaluation order and the registration must come first.
+    IF pg_try_advisory_xact_lock_shared(hashtext('{{schema_name}}:skip'), hashtext(NEW.queue)) THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('{{schema_name}}:awake'), hashtext(NEW.queue)) THEN
+            RETURN NEW;  -- covered by an awake worker or a producer already notifying
+        END IF;
+    END IF;
+    remembered := set_config('aiopgq.decided_{{schema_name}}', NEW.queue, true);
+    PERFORM pg_notify('{{schema_name}}', NEW.queue)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {{schema}}.queues s WHERE s.queue = NEW.queue AND NOT s.notify);
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.wake_once(q text, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    remembered pg_catalog.text;
+BEGIN
+    IF run_at > now()
+       OR current_setting('aiopgq.decided_{{schema_name}}', true) IS NOT DISTINCT FROM q THEN
+        RETURN true;
+    END IF;
+    IF pg_try_advisory_xact_lock_shared(hashtext('{{schema_name}}:skip'), hashtext(q)) THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('{{schema_name}}:awake'), hashtext(q)) THEN
+            remembered := set_config('aiopgq.decided_{{schema_name}}', q, true);
+            RETURN true;
+        END IF;
+    END IF;
+    remembered := set_config('aiopgq.decided_{{schema_name}}', q, true);
+    PERFORM pg_notify('{{schema_name}}', q)
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues s WHERE s.queue = q AND NOT s.notify);
+    RETURN true;
+END
+$$;
 
 -- Producers: only their own jobs' keys and statuses ------------------------------------
 --
