@@ -175,7 +175,7 @@ BEGIN
             coalesce(max_bytes::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     EXECUTE format(
-        'ALTER TABLE %I.jobs DROP CONSTRAINT jobs_payload_max_bytes, '
+        'ALTER TABLE %I.jobs DROP CONSTRAINT IF EXISTS jobs_payload_max_bytes, '
         'ADD CONSTRAINT jobs_payload_max_bytes CHECK ('
         'attempts > 0 OR status <> %L OR CASE WHEN pg_column_compression(payload) IS NULL '
         'THEN pg_column_size(payload) ELSE pg_column_size(payload || %L::jsonb) END <= %s'
