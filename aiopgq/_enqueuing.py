@@ -7,9 +7,12 @@ keyed (idempotency keys: sql/enqueue_unique.sql via the Unique mixin).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+
+import asyncpg
 
 from ._db.connection import Connection
 from ._db.migrations import missing_schema_as_error
@@ -23,6 +26,7 @@ from ._enqueue import (
     make_batch,
     resolve_options,
 )
+from ._errors import PayloadTooLarge
 from ._hooks import Hooks
 from ._job import Job, build_job
 from ._observer import observe_enqueue
@@ -30,6 +34,24 @@ from ._payload import encode_payload
 from ._registry import RegistryLookup
 from ._results import Results
 from ._unique import Unique, uniqueness
+
+
+@contextlib.contextmanager
+def payload_limit_as_error(schema: str, task: str) -> Iterator[None]:
+    """The database's payload size limit (migration 0020) as a PayloadTooLarge that says
+    what to do; it holds for every path, Python's max_payload_bytes only for this one."""
+    try:
+        yield
+    except asyncpg.CheckViolationError as exc:
+        if exc.constraint_name != "jobs_payload_max_bytes":
+            raise
+        raise PayloadTooLarge(
+            f"task {task}: the database refused the payload: it is over the size limit of "
+            f"schema {schema} (constraint jobs_payload_max_bytes; SELECT "
+            f"{schema}.max_payload_bytes() shows it in bytes); store large data elsewhere "
+            f"and pass a reference, or have the schema's owner raise it with SELECT "
+            f"{schema}.set_max_payload_bytes(n)"
+        ) from None
 
 
 class Enqueuing(RegistryLookup, Unique, Hooks, Results):
@@ -91,11 +113,12 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
         keys = None if idempotency_key is None else [idempotency_key]
         unique = uniqueness(keys, 1, unique_for, on_conflict)
         if unique is not None:
-            jobs, _ = await self._enqueue_unique(
-                task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
-            )
+            with payload_limit_as_error(self.schema, task):
+                jobs, _ = await self._enqueue_unique(
+                    task, [arguments], f"[{text}]", opts, unique, connection, enqueue_retry_for
+                )
             return (await self._after_enqueue(jobs, owned=False))[0]
-        with missing_schema_as_error(self.schema):
+        with missing_schema_as_error(self.schema), payload_limit_as_error(self.schema, task):
             if self._observer is None:
                 row = await self._run(
                     connection,
@@ -167,17 +190,18 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             self._check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         if unique is not None:
-            jobs, _ = await self._enqueue_unique(
-                task,
-                batch.payloads,
-                batch.as_array(),
-                batch.options,
-                unique,
-                connection,
-                enqueue_retry_for,
-            )
+            with payload_limit_as_error(self.schema, task):
+                jobs, _ = await self._enqueue_unique(
+                    task,
+                    batch.payloads,
+                    batch.as_array(),
+                    batch.options,
+                    unique,
+                    connection,
+                    enqueue_retry_for,
+                )
             return await self._after_enqueue(jobs, owned=False)
-        with missing_schema_as_error(self.schema):
+        with missing_schema_as_error(self.schema), payload_limit_as_error(self.schema, task):
             if self._observer is None:
                 jobs = await self._run(
                     connection,
@@ -238,17 +262,18 @@ class Enqueuing(RegistryLookup, Unique, Hooks, Results):
             self._check_open(connection)
             return 0
         if unique is not None:
-            _, created = await self._enqueue_unique(
-                task,
-                batch.payloads,
-                batch.as_array(),
-                batch.options,
-                unique,
-                connection,
-                enqueue_retry_for,
-            )
+            with payload_limit_as_error(self.schema, task):
+                _, created = await self._enqueue_unique(
+                    task,
+                    batch.payloads,
+                    batch.as_array(),
+                    batch.options,
+                    unique,
+                    connection,
+                    enqueue_retry_for,
+                )
             return created
-        with missing_schema_as_error(self.schema):
+        with missing_schema_as_error(self.schema), payload_limit_as_error(self.schema, task):
             if self._observer is None:
                 return await self._run(
                     connection, lambda conn: copy_batch(conn, self.schema, batch), enqueue_retry_for
