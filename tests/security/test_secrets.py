@@ -220,7 +220,9 @@ async def test_worker_processes_keep_the_password_off_command_lines_and_logs(
     if given == "environment":
         await eventually(lambda: len(children(proc.pid)) == 2, within=60)
         assert_no_password(cmdline(proc.pid), "the supervisor's command line")
-    await check_workers(proc, role, conn, queue)
+    out = await check_workers(proc, role, conn, queue)
+    # A password on the caller's own command line gets a warning that says what to do.
+    assert ("set AIOPGQ_DSN instead" in out) == (given == "flags")
 
 
 async def test_run_workers_keeps_dsn_and_listen_dsn_off_command_lines_and_logs(
@@ -273,3 +275,19 @@ async def test_the_dashboard_error_page_hides_the_password_while_the_database_is
     assert page.status_code == 503
     assert "cannot" in page.text
     assert_no_password(page.text, "the error page")
+
+
+async def test_the_cli_hides_passwords_that_a_handler_puts_in_its_error(
+    role: Role, queue: Queue
+) -> None:
+    job = await queue.enqueue("secrets.quote_the_dsn", max_attempts=1)
+    env = {**os.environ, "AIOPGQ_DSN": role.dsn, "AIOPGQ_TEST_SCHEMA": queue.schema}
+    proc = spawn(
+        [sys.executable, "-m", "aiopgq", "worker", "tests.security.secrets_app:queue", "--burst"],
+        env,
+    )
+    out, _ = await asyncio.to_thread(proc.communicate, timeout=60)
+    assert proc.returncode == 0, out
+    assert (await queue.get_job(job.id)).status == "failed", out
+    assert f"job {job.id}" in out and "cannot reach postgresql://" in out
+    assert_no_password(out, "the worker's log")
