@@ -117,12 +117,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         handlers=[handler],
     )
-    dsn = getattr(args, "dsn", None)
-    if dsn and redact(dsn) != dsn:
-        logging.getLogger("aiopgq.cli").warning(
-            "--dsn holds a password, and every local user can read a command line (ps): "
-            "set AIOPGQ_DSN instead, or keep the password in ~/.pgpass"
-        )
     use_uvloop = getattr(args, "uvloop", False) and not getattr(args, "no_uvloop", False)
     runner = _event_loop_runner(use_uvloop)
     try:

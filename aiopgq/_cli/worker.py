@@ -11,6 +11,7 @@ import os
 import signal
 from typing import Any
 
+from .._db.dsn import redact
 from .._errors import ConfigurationError
 from .._queue import Queue
 from .._supervisor import DSN_VARIABLE, WorkerProcesses, process_count, serve, worker_args
@@ -195,12 +196,18 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_worker(args: argparse.Namespace) -> int:
+    on_command_line = args.dsn
     supervised = os.environ.pop(DSN_VARIABLE, None)  # a supervisor's --dsn, off argv
     if supervised and not args.dsn:
         args.dsn = supervised
     if args.dsn:  # for a module whose `Queue()` reads it at import
         os.environ["AIOPGQ_DSN"] = dsn_of(args)
     queue = load_queue(args.target)
+    if on_command_line and redact(on_command_line) != on_command_line:
+        logger.warning(
+            "--dsn holds a password, and every local user can read a command line (ps): "
+            "set AIOPGQ_DSN instead, or keep the password in ~/.pgpass"
+        )
     if args.processes is not None:  # the module was imported once here: a typo fails once
         return await _supervise(args)
     if args.dsn or args.schema or args.max_pool_size or args.statement_cache_size is not None:
