@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -18,7 +17,7 @@ from ._db.connection import Connection
 from ._db.statements import Statements
 from ._errors import ConfigurationError, LeaseLost
 from ._models import Job
-from ._payload import encode_result
+from ._payload import decode_payload, encode_result
 
 # A state is saved with every heartbeat that carries it: keep it small.
 MAX_STATE_BYTES = 100_000
@@ -159,7 +158,12 @@ class JobContext:
         """The state an earlier run of this job saved with `progress(state=...)`, or None:
         resume from it."""
         if not self._checkpoint_read:
-            self._checkpoint = json.loads(self._checkpoint_text or "null")
+            try:
+                self._checkpoint = decode_payload(self._checkpoint_text or "null")
+            except ValueError as exc:  # written by SQL, past progress()'s checks
+                raise ValueError(
+                    f"job {self.job.id}: its saved checkpoint cannot be decoded ({exc})"
+                ) from None
             self._checkpoint_read = True
         return self._checkpoint
 

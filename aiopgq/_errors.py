@@ -35,6 +35,11 @@ class TaskNotFound(Error):
         self.known = list(known)
 
 
+class PayloadTooLarge(Error, ValueError):
+    """The database refused a payload over its size limit (constraint
+    jobs_payload_max_bytes; SQL functions max_payload_bytes() and set_max_payload_bytes(n))."""
+
+
 class JobNotFound(Error):
     """No job with that id exists."""
 

@@ -197,13 +197,19 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once
 
 
 def decode_payload(text: str) -> Any:
-    """The JSON value of `text` (ValueError when it is not one, as json.loads)."""
+    """The JSON value of `text`: ValueError when it is not one (as json.loads), and when
+    it nests deeper than Python's decoder can follow (jsonb accepts far deeper)."""
     try:
-        value, end = _scan_json(text, 0)
-    except StopIteration:  # no value where one starts
-        end = -1
-    if end != len(text):
-        return json.loads(text)  # raises the error json.loads gives (or decodes the rest)
+        try:
+            value, end = _scan_json(text, 0)
+        except StopIteration:  # no value where one starts
+            end = -1
+        if end != len(text):
+            return json.loads(text)  # raises the error json.loads gives (or decodes the rest)
+    except RecursionError:
+        raise ValueError(
+            "the JSON value nests arrays or objects deeper than Python's JSON decoder can follow"
+        ) from None
     return value
 
 

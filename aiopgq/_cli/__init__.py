@@ -100,6 +100,14 @@ def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, int]],
     return asyncio.run
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Log lines and tracebacks with their passwords hidden: a library's exception text
+    may quote the database URL it was given."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: sys.argv[1:]); the exit status.
 
@@ -107,9 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     quiet = getattr(args, "quiet", False)  # the demo's progress bar and table tell the story
+    handler = logging.StreamHandler()
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[handler],
     )
     use_uvloop = getattr(args, "uvloop", False) and not getattr(args, "no_uvloop", False)
     runner = _event_loop_runner(use_uvloop)
@@ -119,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.run(args))
         return runner(args.run(args))
     except UsageError as exc:
-        print(f"aiopgq: {exc}", file=sys.stderr)
+        print(f"aiopgq: {redact(str(exc))}", file=sys.stderr)
         return 2
     except (Error, ValueError, TypeError) as exc:
         print(f"aiopgq: {redact(str(exc))}", file=sys.stderr)

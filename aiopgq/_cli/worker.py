@@ -12,8 +12,9 @@ import signal
 from typing import Any
 
 from .. import Queue, Worker
+from .._db.dsn import redact
 from .._errors import ConfigurationError
-from .._worker.processes import WorkerProcesses, process_count, serve, worker_args
+from .._worker.processes import DSN_VARIABLE, WorkerProcesses, process_count, serve, worker_args
 from .common import AddCommand, UsageError, dsn_of, load_queue
 
 logger = logging.getLogger("aiopgq.cli")
@@ -194,9 +195,18 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_worker(args: argparse.Namespace) -> int:
+    on_command_line = args.dsn
+    supervised = os.environ.pop(DSN_VARIABLE, None)  # a supervisor's --dsn, off argv
+    if supervised and not args.dsn:
+        args.dsn = supervised
     if args.dsn:  # for a module whose `Queue()` reads it at import
         os.environ["AIOPGQ_DSN"] = dsn_of(args)
     queue = load_queue(args.target)
+    if on_command_line and redact(on_command_line) != on_command_line:
+        logger.warning(
+            "--dsn holds a password, and every local user can read a command line (ps): "
+            "set AIOPGQ_DSN instead, or keep the password in ~/.pgpass"
+        )
     if args.processes is not None:  # the module was imported once here: a typo fails once
         return await _supervise(args)
     if args.dsn or args.schema or args.max_pool_size or args.statement_cache_size is not None:
@@ -264,9 +274,7 @@ async def _supervise(args: argparse.Namespace) -> int:
             **worker_options(args),
             "queues": args.queues,
             "max_pool_size": args.max_pool_size,
-            "listen_dsn": args.listen_dsn,
             "statement_cache_size": args.statement_cache_size,
-            "dsn": dsn_of(args) if args.dsn else None,
             "schema": args.schema,
         }
     )
@@ -275,6 +283,12 @@ async def _supervise(args: argparse.Namespace) -> int:
     child_args += ["--no-periodic"] if args.no_periodic else []
     grace = args.grace_period if args.grace_period is not None else _WORKER_DEFAULTS["grace_period"]
     supervisor = WorkerProcesses(
-        args.target, count, args=child_args, grace_period=float(grace), burst=args.burst
+        args.target,
+        count,
+        args=child_args,
+        grace_period=float(grace),
+        burst=args.burst,
+        dsn=dsn_of(args) if args.dsn else None,
+        listen_dsn=args.listen_dsn,
     )
     return await serve(supervisor)

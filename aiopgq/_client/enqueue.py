@@ -10,9 +10,12 @@ twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
+
+import asyncpg
 
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
@@ -26,6 +29,7 @@ from .._enqueue_options import (
     check_option_names,
     resolve_options,
 )
+from .._errors import PayloadTooLarge
 from .._models import Job, build_job
 from .._observer import observe_enqueue
 from .._payload import encode_payload
@@ -79,11 +83,12 @@ class Enqueue:
             options.get("on_conflict", "ignore"),
         )
         if unique is not None:
-            jobs, _ = await enqueue_unique(
-                core, task, [arguments], f"[{text}]", opts, unique, connection, retry_for
-            )
+            with payload_limit_as_error(core.schema, task):
+                jobs, _ = await enqueue_unique(
+                    core, task, [arguments], f"[{text}]", opts, unique, connection, retry_for
+                )
             return (await self._after(jobs))[0]
-        with missing_schema_as_error(core.schema):
+        with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
             if core.observer is None:
                 row = await core.run(
                     connection,
@@ -129,18 +134,19 @@ class Enqueue:
             core.check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         if unique is not None:
-            jobs, _ = await enqueue_unique(
-                core,
-                task,
-                batch.payloads,
-                batch.as_array(),
-                batch.options,
-                unique,
-                connection,
-                retry_for,
-            )
+            with payload_limit_as_error(core.schema, task):
+                jobs, _ = await enqueue_unique(
+                    core,
+                    task,
+                    batch.payloads,
+                    batch.as_array(),
+                    batch.options,
+                    unique,
+                    connection,
+                    retry_for,
+                )
             return await self._after(jobs)
-        with missing_schema_as_error(core.schema):
+        with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
             if core.observer is None:
                 jobs = await core.run(
                     connection,
@@ -176,18 +182,19 @@ class Enqueue:
             core.check_open(connection)
             return 0
         if unique is not None:
-            _, created = await enqueue_unique(
-                core,
-                task,
-                batch.payloads,
-                batch.as_array(),
-                batch.options,
-                unique,
-                connection,
-                retry_for,
-            )
+            with payload_limit_as_error(core.schema, task):
+                _, created = await enqueue_unique(
+                    core,
+                    task,
+                    batch.payloads,
+                    batch.as_array(),
+                    batch.options,
+                    unique,
+                    connection,
+                    retry_for,
+                )
             return created
-        with missing_schema_as_error(core.schema):
+        with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
             if core.observer is None:
                 return await core.run(
                     connection, lambda conn: copy_batch(conn, core.schema, batch), retry_for
@@ -255,6 +262,25 @@ class Enqueue:
         if self._hooks.enqueue_hooks:
             await self._hooks.enqueued(waited)
         return waited
+
+
+@contextlib.contextmanager
+def payload_limit_as_error(schema: str, task: str) -> Iterator[None]:
+    """The database's payload size limit (constraint jobs_payload_max_bytes) as a
+    PayloadTooLarge that says what to do; it holds for every path into the table, Python's
+    max_payload_bytes only for this one."""
+    try:
+        yield
+    except asyncpg.CheckViolationError as exc:
+        if exc.constraint_name != "jobs_payload_max_bytes":
+            raise
+        raise PayloadTooLarge(
+            f"task {task}: the database refused the payload: it is over the size limit of "
+            f"schema {schema} (constraint jobs_payload_max_bytes; SELECT "
+            f"{schema}.max_payload_bytes() shows it in bytes); store large data elsewhere "
+            f"and pass a reference, or have the schema's owner raise it with SELECT "
+            f"{schema}.set_max_payload_bytes(n)"
+        ) from None
 
 
 def _resolve(known: TaskDefaults | None, options: EnqueueOptions | EnqueueManyOptions) -> Options:

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .._errors import ConfigurationError
 
-# user:password@ right after "://"; the user part holds no blank, so prose after a
-# "postgresql://" in a message is not taken for credentials.
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)([^@]*)(@)")
+# A URL and everything up to the next blank: the last "@" in it ends the user info, so
+# a password holding "@", ":" or "/" unencoded is hidden whole (hiding some host or path
+# with it, when a later "@" sits in the path or query, is the safe side).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+# A query parameter: its value runs to the next "&name=" or "?name=" (a raw "&" inside a
+# password stays hidden) or the end of the URL.
+_QUERY_PARAMETER = re.compile(r"([?&;])([^=&?;\s]*)=(.*?)(?=[&?;][A-Za-z_%][A-Za-z0-9_%.-]*=|$)")
+# keyword=value as libpq reads it: blanks around "=", a value in single quotes with
+# backslash escapes (an unclosed quote hides the rest of the text), else up to a blank.
+_KEYWORD_VALUE = re.compile(
+    r"([A-Za-z0-9_%.-]+)(\s*=\s*)('(?:[^'\\]|\\.)*(?:'|\\?$)|[^\s']\S*|(?=\s|$))", re.DOTALL
+)
+# Names whose values are secrets: password and sslpassword for libpq; passfile (a path)
+# and token/secret names too, since hiding a harmless value costs nothing.
+_SECRET_NAME = re.compile(r"pass|secret|token", re.IGNORECASE)
+_HIDDEN = "***"
+
 # The shape of a database URL, for messages: no password in it, so redact() leaves it whole.
 DSN_EXAMPLE = "postgresql://user@host:5432/dbname"
 
@@ -35,9 +49,48 @@ def check_dsn(dsn: str) -> str:
             f"cannot parse the database URL {redact(dsn)!r}: it must start with "
             f"postgresql:// (for example {DSN_EXAMPLE})"
         )
+    if parts.netloc.count("@") > 1:  # asyncpg would split at the first: a wrong host
+        raise ConfigurationError(
+            f"cannot parse the database URL {redact(dsn)!r}: its user info holds an @; "
+            "percent-encode @, :, / and % in the user and password (@ is %40)"
+        )
     return dsn
 
 
 def redact(text: str) -> str:
-    """`text` with any URL password replaced by ***."""
-    return _PASSWORD_IN_URL.sub(r"\1***\3", text)
+    """`text` with every password replaced by ***: in URLs (user info and query string,
+    also inside longer messages) and in libpq keyword=value strings."""
+    out: list[str] = []
+    start = 0
+    for url in _URL.finditer(text):
+        out += [_redact_keywords(text[start : url.start()]), _redact_url(url.group())]
+        start = url.end()
+    out.append(_redact_keywords(text[start:]))
+    return "".join(out)
+
+
+def _redact_url(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    userinfo, at, after = rest.rpartition("@")
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        rest = f"{user}:{_HIDDEN}@{after}" if colon else rest
+    return f"{scheme}://" + _QUERY_PARAMETER.sub(_hide_parameter, rest)
+
+
+def _hide_parameter(match: re.Match[str]) -> str:
+    separator, name, _value = match.groups()
+    if _SECRET_NAME.search(unquote(name)):
+        return f"{separator}{name}={_HIDDEN}"
+    return match.group()
+
+
+def _redact_keywords(text: str) -> str:
+    return _KEYWORD_VALUE.sub(_hide_keyword, text)
+
+
+def _hide_keyword(match: re.Match[str]) -> str:
+    name, equals, _value = match.groups()
+    if _SECRET_NAME.search(unquote(name)):
+        return f"{name}{equals}{_HIDDEN}"
+    return match.group()

@@ -103,6 +103,7 @@ class Statements:
             "get_job",
             "enqueue_unique",
             "cancel",
+            "cancelled_jobs",
             "status",
             "set_queue_notify",
             "locks",
@@ -209,6 +210,7 @@ class Statements:
     get_job: str
     enqueue_unique: str
     cancel: str
+    cancelled_jobs: str
     status: str
     set_queue_notify: str
     locks: str

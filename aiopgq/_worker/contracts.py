@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -85,10 +85,8 @@ class ScheduleSpec(Protocol):
         ...
 
 
-@runtime_checkable
 class QueueSpec(Protocol):
-    """What a worker needs of the queue it serves (runtime-checkable: `aiopgq worker`
-    checks its target without importing the client)."""
+    """What a worker needs of the queue it serves."""
 
     @property
     def schema(self) -> str: ...
@@ -110,3 +108,11 @@ class QueueSpec(Protocol):
     async def close(self) -> None: ...
     async def check_schema(self) -> None: ...
     def connect_args(self) -> tuple[str | None, dict[str, Any]]: ...
+
+
+def is_queue(obj: object) -> bool:
+    """True if `obj`'s class has what QueueSpec names: how `aiopgq worker` checks its
+    target without importing the client. Read on the class: the instance's properties
+    (the pool) raise until the queue is open."""
+    names = [n for n in vars(QueueSpec) if not n.startswith("_")]
+    return all(hasattr(type(obj), name) for name in names)

@@ -22,6 +22,7 @@ from .contracts import JobObserver, TaskSpec
 from .failures import (
     CancelledFromInside,
     fail_now,
+    internal_error,
     job_fields,
     report_failure,
     unknown_task_message,
@@ -257,7 +258,8 @@ class Dispatcher:
                     raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
                 task.check_keywords(payload)
                 arguments = payload
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError) as exc:  # decode_payload: ValueError for any JSON
+                # A payload cannot become valid: failed at once, not retried.
                 message = (
                     f"job {job.id} of task {job.task} cannot run: its payload does not match "
                     f"the task's arguments ({exc}); fix the producer and enqueue it again"
@@ -268,8 +270,8 @@ class Dispatcher:
                 await self._call(task, job, arguments, sink)
             else:
                 await handlers.call(self, task, job, arguments, sink, checkpoint)
-        except Exception:  # a bug of ours: _call reports the job's own exceptions
-            logger.exception("aiopgq internal error in job %s", job.id)
+        except Exception as exc:  # a bug of ours: _call reports the job's own exceptions
+            internal_error(task, job, exc, sink)
         finally:
             mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
             newest = self.running.pop(job.id)

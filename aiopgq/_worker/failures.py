@@ -94,6 +94,19 @@ def fail_now(job: Job, reason: str, sink: Sink) -> None:
     sink.error(job, 0.0, reason, True)
 
 
+def internal_error(task: TaskSpec | None, job: Job, exc: Exception, sink: Sink) -> None:
+    """A bug of aiopgq's stopped the job's run: logged, and the attempt failed (retried
+    after its backoff), so that the job does not wait for its lease to run again."""
+    logger.exception("aiopgq internal error in job %s", job.id, extra=job_fields(job))
+    last = job.attempts >= job.max_attempts
+    delay = 0.0 if last or task is None else task.retry.delay(job.attempts)
+    error = "aiopgq internal error while running the job (a bug: please report it)\n"
+    try:
+        sink.error(job, delay, error + describe_error(exc), False)
+    except Exception:  # the sink itself is at fault: the lease brings the job back
+        logger.exception("job %s: could not record the internal error either", job.id)
+
+
 def unstorable_result(task: TaskSpec, result: Any, exc: Exception) -> str:
     """Why a job whose result is not JSON fails."""
     return (

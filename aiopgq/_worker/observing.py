@@ -112,7 +112,7 @@ def decode_trace_context(text: str | None) -> Mapping[str, str] | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         return None
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None

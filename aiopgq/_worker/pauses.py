@@ -7,8 +7,9 @@ through the limited claim (claims.py rebuilds its queue lists when a set changes
 which costs the claim nothing while no queue is paused or limited). The sets are
 learned
   - when the worker starts, before its first claim;
-  - from the control NOTIFYs that `Queue.pause`, `Queue.resume` and `Queue.configure`
-    send (at once);
+  - when a control NOTIFY of `Queue.pause`, `Queue.resume` or `Queue.configure` arrives
+    (at once): the message only makes the worker read the sets again, since any role
+    that can connect can send one (control.py);
   - when the LISTEN connection (re)connects (NOTIFYs may have been missed);
   - every `refresh_interval` seconds (the worker uses half its poll interval), the
     fallback that holds without a LISTEN connection (`listen=False`, burst mode, a
@@ -49,13 +50,11 @@ class Pauses:
         self._sql = sql
         self._outage = outage  # the worker's one account of database trouble
         self._queues = list(queues)
-        self._known = frozenset(queues)
         self._wakeups = wakeups
         self._refresh_interval = refresh_interval
         self._paused: frozenset[str] = frozenset()
         self._limited: frozenset[str] = frozenset()
         self.version = 0  # bumped on every change of either set (claims.py watches it)
-        self._messages = 0  # control messages applied: a refresh that raced one is dropped
         self._refresh_requested = anyio.Event()
 
     @property
@@ -71,20 +70,13 @@ class Pauses:
         """The worker's queues that are not paused, in the worker's order."""
         return [q for q in self._queues if q not in self._paused]
 
-    def apply(self, queue: str, paused: bool) -> None:
-        """A pause or resume NOTIFY for `queue` (ignored unless it is one of ours)."""
-        if queue not in self._known:
-            return
-        self._messages += 1
-        self._set(self._paused | {queue} if paused else self._paused - {queue})
-
     def refresh_soon(self) -> None:
-        """Read the paused set again now (the LISTEN connection was re-established)."""
+        """Read both sets again now (a control message arrived, or the LISTEN connection
+        was re-established); requests made during a read bring one more read."""
         self._refresh_requested.set()
 
     async def refresh(self, pool: asyncpg.Pool) -> None:
         """Read the paused set and the limited set from the database."""
-        messages = self._messages
         paused, limited = await run_pooled(pool, self._read)
         if limited != self._limited:
             logger.info(
@@ -94,9 +86,7 @@ class Pauses:
             )
             self._limited = limited
             self.version += 1
-        # A NOTIFY applied while we read is newer than (or as new as) what we read.
-        if messages == self._messages:
-            self._set(paused)
+        self._set(paused)
 
     async def _read(self, conn: Connection) -> tuple[frozenset[str], frozenset[str]]:
         paused = await conn.fetchval(self._sql.paused_queues, self._queues)

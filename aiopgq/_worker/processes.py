@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from .._db.dsn import redact
 from .._errors import ConfigurationError
 
 logger = logging.getLogger("aiopgq.supervisor")
@@ -32,6 +33,12 @@ _FIRST_DELAY, _MAX_DELAY = 0.5, 30.0
 # After the grace period, children still running get this long before SIGKILL.
 _KILL_MARGIN = 10.0
 _USAGE_ERROR = 2  # the CLI's exit status for a bad command line
+# Database URLs reach the children in their environment, never on their command line:
+# every local user can read a command line (ps, /proc/PID/cmdline), an environment only
+# the same user and root. The worker takes DSN_VARIABLE as it takes --dsn (it overrides
+# the Queue's own DSN, where AIOPGQ_DSN only fills in a missing one).
+DSN_VARIABLE = "AIOPGQ_SUPERVISED_DSN"
+LISTEN_DSN_VARIABLE = "AIOPGQ_LISTEN_DSN"
 
 
 def process_count(processes: int | str) -> int:
@@ -51,7 +58,7 @@ def process_count(processes: int | str) -> int:
 
 def check_target(target: str) -> None:
     """Import MODULE:ATTRIBUTE here, so a typo fails once, not in every child forever."""
-    from .contracts import QueueSpec
+    from .contracts import is_queue
 
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
@@ -64,7 +71,7 @@ def check_target(target: str) -> None:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from None
-    if not isinstance(getattr(module, attribute, None), QueueSpec):
+    if not is_queue(getattr(module, attribute, None)):
         raise ConfigurationError(
             f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}"
         )
@@ -85,7 +92,8 @@ class WorkerProcesses:
     >>> processes = WorkerProcesses("app:queue", 4, args=["--concurrency", "50"])
     >>> exit_code = await processes.run()   # processes.stop() from a signal handler
 
-    `args` are `aiopgq worker` options for every child. `stop()` sends SIGTERM to every
+    `args` are `aiopgq worker` options for every child; `dsn` and `listen_dsn` (as
+    --dsn and --listen-dsn) reach them through the environment. `stop()` sends SIGTERM to every
     child (a graceful stop within its grace period); a second `stop()` sends another
     SIGTERM, which makes the children abort (running jobs go back to pending). A child
     still alive `grace_period` + 10 s after the first stop is killed.
@@ -100,6 +108,8 @@ class WorkerProcesses:
         grace_period: float = 30.0,
         burst: bool = False,
         env: Mapping[str, str] | None = None,
+        dsn: str | None = None,
+        listen_dsn: str | None = None,
     ) -> None:
         self.target = target
         self.count = process_count(processes)
@@ -107,6 +117,11 @@ class WorkerProcesses:
         self.grace_period = grace_period
         self.burst = burst
         self.env = dict(env) if env is not None else None
+        self._secrets = {
+            name: value
+            for name, value in ((DSN_VARIABLE, dsn), (LISTEN_DSN_VARIABLE, listen_dsn))
+            if value
+        }
         self.restarts = 0
         self._children: dict[int, asyncio.subprocess.Process] = {}  # slot -> child
         self._stops = 0
@@ -121,6 +136,11 @@ class WorkerProcesses:
     @property
     def command(self) -> list[str]:
         return [sys.executable, "-m", "aiopgq", "worker", self.target, *self.args]
+
+    def _child_env(self) -> dict[str, str] | None:
+        if not self._secrets:
+            return self.env  # None: the children inherit ours
+        return {**(self.env if self.env is not None else os.environ), **self._secrets}
 
     def stop(self) -> None:
         """First call: stop gracefully. Second call: abort."""
@@ -144,7 +164,8 @@ class WorkerProcesses:
         Returns 0 when every child ended cleanly, 2 when a child refused its command line
         (nothing is restarted then), 130 after an abort, 1 otherwise.
         """
-        logger.info("starting %d worker processes: %s", self.count, " ".join(self.command[2:]))
+        shown = redact(" ".join(self.command[2:]))  # args may carry a URL the caller wrote
+        logger.info("starting %d worker processes: %s", self.count, shown)
         codes = await asyncio.gather(*(self._keep(slot) for slot in range(self.count)))
         if self._refused:
             return _USAGE_ERROR
@@ -159,7 +180,7 @@ class WorkerProcesses:
             started = time.monotonic()
             child = await asyncio.create_subprocess_exec(
                 *self.command,
-                env=self.env,
+                env=self._child_env(),
                 stdin=asyncio.subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches us; we forward one stop
                 preexec_fn=_die_with_parent,
@@ -250,26 +271,29 @@ _VALUED = frozenset(
         "failed_retention",
         "cancelled_retention",
         "max_pool_size",
-        "listen_dsn",
         "statement_cache_size",
-        "dsn",
         "schema",
     }
 )
+# Options that go to the children's environment, not their command line (DSN_VARIABLE).
+_SECRETS = frozenset({"dsn", "listen_dsn"})
 _KEEP_WHEN_NONE = frozenset({"retention", "failed_retention", "cancelled_retention"})
 
 
 def worker_args(options: Mapping[str, Any]) -> list[str]:
-    """`aiopgq worker` flags for worker options given as keywords."""
+    """`aiopgq worker` flags for worker options given as keywords (but dsn and listen_dsn,
+    which WorkerProcesses passes in the environment)."""
     args: list[str] = []
     for name, value in options.items():
+        if name in _SECRETS:
+            continue
         flag = "--" + name.replace("_", "-")
         if name == "listen":
             args += [] if value else ["--no-listen"]
         elif name == "hold_transaction":
             args += [flag] if value else []
         elif name not in _VALUED:
-            known = ", ".join(sorted(_VALUED | {"listen", "hold_transaction"}))
+            known = ", ".join(sorted(_VALUED | _SECRETS | {"listen", "hold_transaction"}))
             raise ConfigurationError(f"run_workers() got an unknown option {name!r}: use {known}")
         elif value is None:
             args += [flag, "none"] if name in _KEEP_WHEN_NONE else []  # keep those rows
@@ -299,7 +323,15 @@ def run_workers(
     check_target(target)
     grace = options.get("grace_period", 30.0)
     grace_period = grace.total_seconds() if isinstance(grace, timedelta) else float(grace)
-    supervisor = WorkerProcesses(target, count, args=args, grace_period=grace_period, burst=burst)
+    supervisor = WorkerProcesses(
+        target,
+        count,
+        args=args,
+        grace_period=grace_period,
+        burst=burst,
+        dsn=options.get("dsn"),
+        listen_dsn=options.get("listen_dsn"),
+    )
     return asyncio.run(serve(supervisor))
 
 

@@ -3,7 +3,8 @@
 listener --notified--> wakeups <--slot freed-- dispatcher <--rows-- fetcher (claims)
                           |    <--flushed, retry times-- completer <--outcomes--+
                           +--wake--> fetcher
-listener --pause/resume--> pauses (read by claims); --cancel--> dispatcher (and heartbeat)
+listener --pause/resume--> pauses read again (by claims); --cancel--> controls read the
+job's status --> dispatcher (and heartbeat)
 heartbeat: leases (saving reported progress; hearing of cancelled jobs), registry row;
 fence: stops handlers whose leases it could not renew; maintenance: rescues, expires
 dead workers' rows, prunes; scheduler: periodic ticks; observers: each job; /metrics.
@@ -255,7 +256,7 @@ class Worker:
         claims = Claims(
             fetch_connect, sql, pauses, self.id, completer, held_ids, wakeups, leases, **columns
         )
-        controls = Controls(pauses, dispatcher)  # what the listener hears besides wake-ups
+        controls = Controls(sql, pauses, dispatcher)  # what the listener hears but wake-ups
         listening = self.listen and not burst
         listener = self._make_listener(wakeups, controls, outage) if listening else None
         awake = AwakeRole(
@@ -317,6 +318,7 @@ class Worker:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
             if listener is not None:
+                services.start_soon(controls.run, pool)
                 services.start_soon(listener.run)
                 # Report ready once listening, so a job enqueued right after
                 # `async with worker:` is woken by NOTIFY, not found by a poll.
