@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -85,6 +88,12 @@ class Pages:
         return self._error(request, 404, f"{request.url.path}: {detail}")
 
     async def _show(self, request: Request, name: str, title: str, read: Reader) -> Response:
+        if not self._may_read(request):
+            response = self._error(
+                request, 401, "this dashboard needs its token to be read: enter it as the password"
+            )
+            response.headers["www-authenticate"] = 'Basic realm="aiopgq dashboard", charset="UTF-8"'
+            return response
         try:
             queue = await self.settings.open_queue()
             context = await read(queue)
@@ -99,8 +108,31 @@ class Pages:
             return self._error(request, 503, f"cannot read the queue: {exc}")
         return self.templates.page(request, name, title=title, **context)
 
+    def _may_read(self, request: Request) -> bool:
+        """Whether the request may read: reads are open, or it carries the token as an
+        HTTP Basic password (what a browser sends once asked) or a Bearer header."""
+        token = self.settings.token
+        if not self.settings.require_token_for_reads or token is None:
+            return True
+        given = _credential(request.headers.get("authorization", ""))
+        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
     def _error(self, request: Request, status: int, message: str) -> Response:
         return self.templates.page(request, "error", status, title="Error", message=message)
+
+
+def _credential(header: str) -> str | None:
+    """The token in an Authorization header: a Bearer token, or a Basic password."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return decoded.partition(":")[2]
 
 
 def _filters(request: Request) -> dict[str, Any]:

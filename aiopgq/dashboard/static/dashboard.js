@@ -41,7 +41,8 @@
     if (!region || busy) return;
     busy = true;
     try {
-      var response = await fetch(location.href, {
+      // The path only: a URL that carries user:password@ cannot be fetched.
+      var response = await fetch(location.pathname + location.search, {
         headers: { "X-Aiopgq-Live": "1" },
         cache: "no-store",
         credentials: "same-origin",
