@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
-import logging
 import os
 import signal
 import sys
@@ -14,8 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from .common import AddCommand, UsageError, queue_of
-
-logger = logging.getLogger("aiopgq.dashboard")
 
 _LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1", "[::1]"]
 
@@ -116,7 +113,6 @@ def _warn_open_reads(host: str, port: int, loopback: bool) -> None:
         "pass --require-token-for-reads (with a token) to close them"
     )
     print(message, file=sys.stderr, flush=True)
-    logger.warning(message, extra={"host": host, "port": port})
 
 
 def _server_class() -> Any:

@@ -46,7 +46,7 @@ class Actions:
             job_id: int = request.path_params["job_id"]
             if await queue.retry(job_id):
                 return True, f"job {job_id} re-queued"
-            job = await queue.get_job(job_id)
+            job = await queue._view_job(job_id)
             if job.status.value in ("failed", "cancelled"):
                 return False, f"job {job_id} not re-queued: a live job holds its idempotency key"
             return False, f"job {job_id} is {job.status.value}: only failed or cancelled jobs retry"
@@ -58,7 +58,7 @@ class Actions:
             job_id: int = request.path_params["job_id"]
             if await queue.cancel(job_id):
                 return True, f"job {job_id} cancelled"
-            job = await queue.get_job(job_id)
+            job = await queue._view_job(job_id)
             return False, f"job {job_id} is {job.status.value} already: nothing to cancel"
 
         return await self._run(request, "cancel", act)

@@ -44,7 +44,7 @@ class Pages:
         async def read(queue: Queue) -> dict[str, Any]:
             return {
                 "stats": await queue.queue_stats(window=self.settings.window),
-                "failed": await queue.latest_failures(_RECENT_FAILURES),
+                "failed": await queue._view_latest_failures(_RECENT_FAILURES),
             }
 
         return await self._show(request, "overview", "Queues", read)
@@ -54,7 +54,7 @@ class Pages:
 
         async def read(queue: Queue) -> dict[str, Any]:
             filters = _filters(request)
-            found = await queue.list_jobs(limit=PAGE_SIZE, **filters)
+            found = await queue._view_jobs(limit=PAGE_SIZE, **filters)
             known = []
             if request.headers.get("x-aiopgq-live") != "1":  # the filter form's suggestions
                 known = [q.queue for q in await queue.queue_stats(window=self.settings.window)]
@@ -78,7 +78,7 @@ class Pages:
         job_id: int = request.path_params["job_id"]
 
         async def read(queue: Queue) -> dict[str, Any]:
-            job = await queue.get_job(job_id)
+            job = await queue._view_job(job_id)
             return {"job": job, "timeline": timeline(job)}
 
         return await self._show(request, "job", f"Job {job_id}", read)
