@@ -162,5 +162,5 @@ class Control(Inspection):
                 )
 
     async def _must_exist(self, conn: Connection, job_id: int) -> None:
-        if await conn.fetchrow(self.sql.get_job, job_id) is None:
+        if await conn.fetchrow(self.sql.get_job, job_id, 0) is None:
             raise self._not_found(job_id)

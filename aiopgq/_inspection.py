@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
+
 from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
+from ._display import LIST_CHARS, VIEW_CHARS, decoded_job, view_job
 from ._enqueue import check_queue_name
 from ._errors import JobNotFound
-from ._job import Job, JobStatus, job_from_record
+from ._job import Job, JobStatus
 
 
 class Inspection(QueueCore):
@@ -19,13 +22,21 @@ class Inspection(QueueCore):
         >>> job = await queue.get_job(job_id)
         >>> job.status, job.result, job.last_error
         """
+        # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
+        return decoded_job(await self._job_row(job_id, None), owner=self)  # type: ignore[arg-type]
+
+    async def _view_job(self, job_id: int) -> Job:
+        """The job to show (dashboard, CLI): payload, result and metadata cut to
+        VIEW_CHARS, and placeholders for what cannot be shown (see _display.py)."""
+        return view_job(await self._job_row(job_id, VIEW_CHARS))
+
+    async def _job_row(self, job_id: int, cap: int | None) -> asyncpg.Record:
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                row = await conn.fetchrow(self.sql.get_job, job_id)
+                row = await conn.fetchrow(self.sql.get_job, job_id, cap)
         if row is None:
             raise self._not_found(job_id)
-        # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
-        return job_from_record(row, owner=self)  # type: ignore[arg-type]
+        return row
 
     def _not_found(self, job_id: int) -> JobNotFound:
         return JobNotFound(
@@ -48,6 +59,38 @@ class Inspection(QueueCore):
         >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
         >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
         """
+        rows = await self._job_rows(status, queue, task, limit, before, None)
+        return [decoded_job(row, owner=self) for row in rows]  # type: ignore[arg-type]
+
+    async def _view_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
+        before: int | None = None,
+    ) -> list[Job]:
+        """list_jobs to show (dashboard, CLI): see _view_job."""
+        rows = await self._job_rows(status, queue, task, limit, before, LIST_CHARS)
+        return [view_job(row) for row in rows]
+
+    async def _view_latest_failures(self, limit: int) -> list[Job]:
+        """latest_failures to show (the dashboard's overview): see _view_job."""
+        async with self.pool.acquire() as conn:
+            with missing_schema_as_error(self.schema):
+                rows = await conn.fetch(self.sql.latest_failures, limit, LIST_CHARS)
+        return [view_job(row) for row in rows]
+
+    async def _job_rows(
+        self,
+        status: JobStatus | str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        before: int | None,
+        cap: int | None,
+    ) -> list[asyncpg.Record]:
         statuses = [s.value for s in JobStatus]
         wanted = None if status is None else getattr(status, "value", status)
         if wanted is not None and wanted not in statuses:
@@ -58,8 +101,7 @@ class Inspection(QueueCore):
             raise ValueError(f"before must be a job id (an int) or None, got {before!r}")
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before)
-        return [job_from_record(row, owner=self) for row in rows]  # type: ignore[arg-type]
+                return await conn.fetch(self.sql.list_jobs, wanted, queue, task, limit, before, cap)
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ._core import QueueCore
 from ._db.migrations import missing_schema_as_error
-from ._job import Job, job_from_record
+from ._display import decoded_job
+from ._job import Job
 
 
 @dataclass(frozen=True)
@@ -73,5 +74,5 @@ class Overview(QueueCore):
             raise ValueError(f"limit must be an int >= 1, got {limit!r}")
         async with self.pool.acquire() as conn:
             with missing_schema_as_error(self.schema):
-                rows = await conn.fetch(self.sql.latest_failures, limit)
-        return [job_from_record(row) for row in rows]
+                rows = await conn.fetch(self.sql.latest_failures, limit, None)
+        return [decoded_job(row) for row in rows]
