@@ -31,6 +31,9 @@ from ._observer import Observer, Outcome
 OTHER = "other"
 """The label value of task or queue names past the cap."""
 
+MAX_LABELS = 100
+"""How many distinct task or queue names get a label of their own (default caps)."""
+
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300)
 _COUNTERS = ("enqueued", "cancelled", "started", "succeeded", "retried", "failed", "released")
@@ -83,8 +86,8 @@ class Metrics(Observer):
         self,
         *,
         registry: CollectorRegistry | None = REGISTRY,
-        max_tasks: int = 100,
-        max_queues: int = 100,
+        max_tasks: int = MAX_LABELS,
+        max_queues: int = MAX_LABELS,
         run_buckets: Sequence[float] = RUN_BUCKETS,
         latency_buckets: Sequence[float] = LATENCY_BUCKETS,
     ) -> None:
@@ -128,8 +131,8 @@ class Metrics(Observer):
 
     def _series_of(self, queue: str, task: str) -> _Series:
         key = (
-            _label(self._queues, queue, self.max_queues),
-            _label(self._tasks, task, self.max_tasks),
+            label(self._queues, queue, self.max_queues),
+            label(self._tasks, task, self.max_tasks),
         )
         series = self._series.get(key)
         if series is None:
@@ -137,7 +140,8 @@ class Metrics(Observer):
         return series
 
 
-def _label(known: dict[str, str], name: str, cap: int) -> str:
+def label(known: dict[str, str], name: str, cap: int) -> str:
+    """The label of `name`: itself for the first `cap` names `known` meets, else OTHER."""
     label = known.get(name)
     if label is not None:
         return label

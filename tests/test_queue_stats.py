@@ -116,7 +116,7 @@ async def test_latest_failures_newest_first_through_the_finished_index(
     )
     await conn.execute(f'ANALYZE "{queue.schema}".jobs')
     await conn.execute("SET plan_cache_mode = force_generic_plan")
-    await conn.execute(f"PREPARE latest(int) AS {queue.sql.latest_failures}")
-    plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN EXECUTE latest(10)"))
+    await conn.execute(f"PREPARE latest(int, int) AS {queue.sql.latest_failures}")
+    plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN EXECUTE latest(10, 1024)"))
     assert "Index Scan Backward using jobs_finished_by_status_idx" in plan, plan
     assert "Seq Scan" not in plan, plan

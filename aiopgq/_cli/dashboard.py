@@ -8,6 +8,7 @@ import contextlib
 import ipaddress
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,13 @@ def register(add: AddCommand) -> None:
         "--read-only", action="store_true", help="refuse every action, even with a token"
     )
     dashboard.add_argument(
+        "--require-token-for-reads",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pages need the token too (the browser asks for it as a password); default: "
+        "on when --host is not a loopback address, off on 127.0.0.1",
+    )
+    dashboard.add_argument(
         "--poll-interval",
         type=float,
         default=2.0,
@@ -55,10 +63,24 @@ async def serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, got {args.port}")
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    loopback = _is_loopback(args.host)
+    guarded = not loopback if args.require_token_for_reads is None else args.require_token_for_reads
+    if guarded and token is None:
+        raise UsageError(
+            f"--host {args.host} serves beyond this machine, so reads need the token: set "
+            f"{TOKEN_ENV} (or --token), or pass --no-require-token-for-reads to let anyone "
+            f"who reaches {args.host}:{args.port} read every job's payload"
+            if args.require_token_for_reads is None
+            else f"--require-token-for-reads needs a token: set {TOKEN_ENV} (or --token)"
+        )
     async with queue_of(args) as queue:
         await queue.check_schema()
         app: Any = create_app(
-            queue, token=token, read_only=args.read_only, poll_interval=args.poll_interval
+            queue,
+            token=token,
+            read_only=args.read_only,
+            poll_interval=args.poll_interval,
+            require_token_for_reads=guarded,
         )
         if _is_loopback(args.host):
             # Bound to this machine: answer only requests addressed to it, so that a web
@@ -69,11 +91,28 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"aiopgq dashboard for schema {queue.schema}: http://{where}:{args.port}/ ({mode})")
         if token is None and not args.read_only:
             print(f"  read-only: set {TOKEN_ENV} (or --token) to allow retry/cancel/pause/resume")
+        if guarded:
+            print("  reads need the token too: the browser asks for it as the password")
+        else:
+            _warn_open_reads(args.host, args.port, loopback)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", lifespan="off"
         )
         await _server_class()(config).serve()
     return 0
+
+
+def _warn_open_reads(host: str, port: int, loopback: bool) -> None:
+    who = (
+        "every user of this machine"
+        if loopback
+        else f"anyone who reaches {host}:{port} (other machines included)"
+    )
+    message = (
+        f"warning: reads need no token: {who} can read every job's payload and result; "
+        "pass --require-token-for-reads (with a token) to close them"
+    )
+    print(message, file=sys.stderr, flush=True)
 
 
 def _server_class() -> Any:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import Job, JobEvent, JobStatus
+from .._display import plain, pretty
 from .common import AddCommand, UsageError, queue_of
 
 _STATUSES = [status.value for status in JobStatus]
@@ -35,7 +36,7 @@ async def list_jobs(args: argparse.Namespace) -> int:
     async with queue_of(args) as queue:
         await queue.check_schema()
         found = await queue.list_jobs(
-            status=args.status, queue=args.queue, task=args.task, limit=args.limit
+            status=args.status, queue=args.queue, task=args.task, limit=args.limit, preview=True
         )
     print(f"{'id':>10} {'status':<9} {'queue':<14} {'task':<24} {'tries':>5} {'when':<19}  error")
     for job in found:
@@ -52,7 +53,7 @@ async def list_jobs(args: argparse.Namespace) -> int:
 
 async def show_job(args: argparse.Namespace) -> int:
     async with queue_of(args) as queue:
-        job = await queue.get_job(args.id)
+        job = await queue.get_job(args.id, preview=True)
     if args.json:
         print(json.dumps(as_dict(job), indent=2, default=str))
         return 0
@@ -68,12 +69,12 @@ async def show_job(args: argparse.Namespace) -> int:
         ("run at", _time(job.run_at)),
         ("heartbeat", _time(job.heartbeat_at)),
         ("finished", _time(job.finished_at)),
-        ("payload", json.dumps(job.payload, indent=2)),
-        ("result", "-" if job.result is None else json.dumps(job.result, indent=2)),
+        ("payload", pretty(job.payload)),
+        ("result", "-" if job.result is None else pretty(job.result)),
     ]
     if job.progress is not None:  # reported by its handler (ctx.progress)
         rows.append(("progress", f"{job.progress:.0%}"))
-        rows.append(("checkpoint", json.dumps(job.checkpoint, indent=2)))
+        rows.append(("checkpoint", pretty(job.checkpoint)))
     for name, value in rows:
         print(f"{name + ':':<11}{_indent(str(value))}")
     for event in job.history:  # snoozes and aborts
@@ -102,15 +103,15 @@ def as_dict(job: Job) -> dict[str, Any]:
         "run_at": _iso(job.run_at),
         "heartbeat_at": _iso(job.heartbeat_at),
         "finished_at": _iso(job.finished_at),
-        "payload": job.payload,
-        "result": job.result,
+        "payload": plain(job.payload),
+        "result": plain(job.result),
         "last_error": job.last_error,
         "errors": [
             {"at": _iso(e.at), "attempt": e.attempt, "worker": e.worker, "error": e.error}
             for e in job.errors
         ],
         "progress": job.progress,
-        "checkpoint": job.checkpoint,
+        "checkpoint": plain(job.checkpoint),
         "history": [
             {"event": e.event, "at": _iso(e.at), "attempt": e.attempt, "worker": e.worker}
             | ({"seconds": e.seconds} if e.event == "snooze" else {"reason": e.reason})

@@ -143,5 +143,5 @@ class Admin:
                 )
 
     async def _must_exist(self, conn: Connection, job_id: int) -> None:
-        if await conn.fetchrow(self._core.sql.get_job, job_id) is None:
+        if await conn.fetchrow(self._core.sql.get_job, job_id, 0) is None:
             raise self._core.not_found(job_id)

@@ -637,14 +637,18 @@ class Queue:
 
     # -- reads -----------------------------------------------------------------
 
-    async def get_job(self, job_id: int) -> Job:
+    async def get_job(self, job_id: int, *, preview: bool = False) -> Job:
         """The job's current row; JobNotFound when no job has that id (never enqueued, or
         finished and pruned after the worker's retention).
+
+        With `preview=True`, the job as the dashboard and the CLI show it: payload, result
+        and checkpoint cut to their first 64 KiB of JSON text, or, when cut or not decodable
+        (nested too deep for Python), a placeholder whose str() says why, with the size.
 
         >>> job = await queue.get_job(job_id)
         >>> job.status, job.result, job.last_error
         """
-        return await self._read.get_job(job_id)
+        return await self._read.get_job(job_id, preview=preview)
 
     async def list_jobs(
         self,
@@ -654,15 +658,20 @@ class Queue:
         task: str | None = None,
         limit: int = 50,
         before: int | None = None,
+        preview: bool = False,
     ) -> list[Job]:
         """The newest jobs (highest id first) with this status, queue and task, if given;
         with `before`, those with a lower id (the next page: pass the last id you got).
+
+        With `preview=True`, the job as the dashboard and the CLI show it: payload, result
+        and checkpoint cut to their first 1 KiB of JSON text, or, when cut or not decodable
+        (nested too deep for Python), a placeholder whose str() says why, with the size.
 
         >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
         >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
         """
         return await self._read.list_jobs(
-            status=status, queue=queue, task=task, limit=limit, before=before
+            status=status, queue=queue, task=task, limit=limit, before=before, preview=preview
         )
 
     async def status(self) -> list[dict[str, Any]]:
@@ -685,15 +694,17 @@ class Queue:
         """
         return await self._read.queue_stats(window=window)
 
-    async def latest_failures(self, limit: int = 10) -> list[Job]:
+    async def latest_failures(self, limit: int = 10, *, preview: bool = False) -> list[Job]:
         """The jobs that failed last, newest first (by when they failed).
 
         Unlike `list_jobs(status="failed")`, which walks jobs in id order, it reads the
         index of finished jobs backwards: cheap to poll under millions of done jobs.
 
+        `preview=True`: as list_jobs(preview=True).
+
         >>> for job in await queue.latest_failures(5): print(job.id, job.last_error)
         """
-        return await self._read.latest_failures(limit)
+        return await self._read.latest_failures(limit, preview=preview)
 
     async def schedule_status(self) -> list[dict[str, Any]]:
         """Every schedule in the database, with its last run and next run.

@@ -6,9 +6,12 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+import asyncpg
+
 from .._db.migrations import missing_schema_as_error
+from .._display import LIST_CHARS, VIEW_CHARS, decoded_job, view_job
 from .._errors import ConfigurationError
-from .._models import Job, JobStatus, JobWaiter, QueueStats, job_from_record
+from .._models import Job, JobStatus, JobWaiter, QueueStats
 from .._schedule import Schedule
 from .core import Core
 
@@ -20,15 +23,18 @@ class Read:
         self._core = core
         self._waiter = waiter  # the Queue: Job.wait() of the Jobs read waits there
 
-    async def get_job(self, job_id: int) -> Job:
-        """The job's current row; JobNotFound when no job has that id (never enqueued, or ..."""
+    async def get_job(self, job_id: int, *, preview: bool = False) -> Job:
+        """The job's current row (JobNotFound when there is none); see Queue.get_job."""
+        row = await self._job_row(job_id, VIEW_CHARS if preview else None)
+        return view_job(row) if preview else decoded_job(row, self._waiter)
+
+    async def _job_row(self, job_id: int, cap: int | None) -> asyncpg.Record:
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
-                row = await conn.fetchrow(self._core.sql.get_job, job_id)
+                row = await conn.fetchrow(self._core.sql.get_job, job_id, cap)
         if row is None:
             raise self._core.not_found(job_id)
-        # The Queue this mixin is part of waits for jobs (_results.py): Job.wait() works.
-        return job_from_record(row, self._waiter)
+        return row
 
     async def list_jobs(
         self,
@@ -38,8 +44,10 @@ class Read:
         task: str | None = None,
         limit: int = 50,
         before: int | None = None,
+        preview: bool = False,
     ) -> list[Job]:
         """The newest jobs (highest id first) with this status, queue and task, if given; ..."""
+        cap = LIST_CHARS if preview else None
         statuses = [s.value for s in JobStatus]
         wanted = None if status is None else getattr(status, "value", status)
         if wanted is not None and wanted not in statuses:
@@ -51,9 +59,11 @@ class Read:
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
                 rows = await conn.fetch(
-                    self._core.sql.list_jobs, wanted, queue, task, limit, before
+                    self._core.sql.list_jobs, wanted, queue, task, limit, before, cap
                 )
-        return [job_from_record(row, self._waiter) for row in rows]
+        if preview:
+            return [view_job(row) for row in rows]
+        return [decoded_job(row, self._waiter) for row in rows]
 
     async def status(self) -> list[dict[str, Any]]:
         """Job counts per queue and status, with the age of the oldest runnable job."""
@@ -79,14 +89,17 @@ class Read:
                 rows = await conn.fetch(self._core.sql.queue_stats, float(window))
         return [QueueStats(**dict(row), window=float(window)) for row in rows]
 
-    async def latest_failures(self, limit: int = 10) -> list[Job]:
+    async def latest_failures(self, limit: int = 10, *, preview: bool = False) -> list[Job]:
         """The jobs that failed last, newest first (by when they failed)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        cap = LIST_CHARS if preview else None
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
-                rows = await conn.fetch(self._core.sql.latest_failures, limit)
-        return [job_from_record(row) for row in rows]
+                rows = await conn.fetch(self._core.sql.latest_failures, limit, cap)
+        if preview:
+            return [view_job(row) for row in rows]
+        return [decoded_job(row, self._waiter) for row in rows]
 
     async def schedule_status(self) -> list[dict[str, Any]]:
         """Every schedule in the database, with its last run and next run."""

@@ -198,7 +198,9 @@ class SyncQueue:
         from psycopg.rows import dict_row
 
         with self._connection(connection) as conn, _schema_errors(self.schema):
-            row = conn.cursor(row_factory=dict_row).execute(self._sql["get_job"], _params(job_id))
+            row = conn.cursor(row_factory=dict_row).execute(
+                self._sql["get_job"], _params(job_id, None)
+            )
             found = row.fetchone()
         if found is None:
             raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")

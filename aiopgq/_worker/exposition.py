@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._errors import ConfigurationError
+from ..metrics import MAX_LABELS, label
 
 logger = logging.getLogger("aiopgq.metrics")
 
@@ -35,10 +36,16 @@ def _depth_key(schema: str) -> int:
 
 
 class QueueDepth:
-    """A collector of the last depth reading (set just before each scrape's answer)."""
+    """A collector of the last depth reading (set just before each scrape's answer).
 
-    def __init__(self) -> None:
+    Queue names are chosen by producers: like the counters' labels, the first
+    `max_queues` names seen keep a label of their own and the rest add up as "other".
+    """
+
+    def __init__(self, max_queues: int = MAX_LABELS) -> None:
         self.rows: list[asyncpg.Record] | None = None
+        self._max_queues = max_queues
+        self._queues: dict[str, str] = {}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         rows, self.rows = self.rows, None  # one reading, one answer
@@ -55,10 +62,17 @@ class QueueDepth:
             "How long the oldest runnable job of the queue has waited",
             labels=["queue"],
         )
+        states = ("pending", "scheduled", "running")
+        counts: dict[str, list[float]] = {}  # label -> pending, scheduled, running, oldest
         for row in rows:
-            for state in ("pending", "scheduled", "running"):
-                jobs.add_metric([row["queue"], state], row[state])
-            oldest.add_metric([row["queue"]], row["oldest_runnable_age"] or 0.0)
+            one = counts.setdefault(label(self._queues, row["queue"], self._max_queues), [0] * 4)
+            for i, state in enumerate(states):
+                one[i] += row[state]
+            one[3] = max(one[3], row["oldest_runnable_age"] or 0.0)
+        for name, one in counts.items():
+            for i, state in enumerate(states):
+                jobs.add_metric([name, state], one[i])
+            oldest.add_metric([name], one[3])
         yield jobs
         yield oldest
 

@@ -96,7 +96,7 @@ class Worker:
         periodic: bool = True,
         name: str | None = None,
         metrics_port: int | None = None,
-        metrics_host: str = "0.0.0.0",
+        metrics_host: str = "127.0.0.1",
         metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.queue = queue

@@ -46,7 +46,7 @@ class Actions:
             job_id: int = request.path_params["job_id"]
             if await queue.retry(job_id):
                 return True, f"job {job_id} re-queued"
-            job = await queue.get_job(job_id)
+            job = await queue.get_job(job_id, preview=True)
             if job.status.value in ("failed", "cancelled"):
                 return False, f"job {job_id} not re-queued: a live job holds its idempotency key"
             return False, f"job {job_id} is {job.status.value}: only failed or cancelled jobs retry"
@@ -58,7 +58,7 @@ class Actions:
             job_id: int = request.path_params["job_id"]
             if await queue.cancel(job_id):
                 return True, f"job {job_id} cancelled"
-            job = await queue.get_job(job_id)
+            job = await queue.get_job(job_id, preview=True)
             return False, f"job {job_id} is {job.status.value} already: nothing to cancel"
 
         return await self._run(request, "cancel", act)
@@ -123,20 +123,43 @@ class Actions:
                 "this dashboard is read-only: start it with --token or "
                 f"{TOKEN_ENV} (create_app(..., token=...)) to allow actions",
             )
-        body = await request.body()
-        if len(body) > _MAX_BODY:
-            raise Refused(413, f"an action's form is at most {_MAX_BODY} bytes")
+        # The header's token and the declared length are checked before any of the body
+        # is read, and at most _MAX_BODY bytes of it ever are.
+        header = _bearer(request)
+        if header:
+            self._check_token(header)
+        body = await _capped_body(request)
         try:
             fields = parse_qs(body.decode(), max_num_fields=20)
         except (UnicodeDecodeError, ValueError):
             raise Refused(400, "the action's form is not URL-encoded text") from None
         form = {name: values[-1] for name, values in fields.items()}
-        given = _bearer(request) or form.get("token", "")
+        if not header:
+            self._check_token(form.get("token", ""))
+        return form
+
+    def _check_token(self, given: str) -> None:
+        assert self.settings.token is not None
         if not given:
             raise Refused(401, "this action needs the dashboard token: enter it at the top right")
         if not hmac.compare_digest(given.encode(), self.settings.token.encode()):
             raise Refused(401, "wrong dashboard token: check it at the top right")
-        return form
+
+
+async def _capped_body(request: Request) -> bytes:
+    """The request's body, refused (413) past _MAX_BODY bytes, declared or streamed."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise Refused(400, f"Content-Length must be a number of bytes, got {declared!r}")
+        if int(declared) > _MAX_BODY:
+            raise Refused(413, f"an action's form is at most {_MAX_BODY} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_BODY:
+            raise Refused(413, f"an action's form is at most {_MAX_BODY} bytes")
+    return bytes(body)
 
 
 def _bearer(request: Request) -> str:

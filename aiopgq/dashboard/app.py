@@ -43,13 +43,18 @@ def create_app(
     read_only: bool = False,
     poll_interval: float = 2.0,
     window: float = 60.0,
+    require_token_for_reads: bool = False,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve or to mount in your own Starlette/FastAPI app.
 
-    Reading needs nothing; actions (retry, cancel, pause, resume) need `token`, sent by
-    the page in an Authorization header (never a cookie, so another site cannot make
-    the browser send it). Without a token, or with `read_only=True`, actions are
-    refused. Pages refresh every `poll_interval` seconds; rates cover `window` seconds.
+    Actions (retry, cancel, pause, resume) need `token`, sent by the page in an
+    Authorization header (never a cookie, so another site cannot make the browser send
+    it). Without a token, or with `read_only=True`, actions are refused. Reading needs
+    nothing unless `require_token_for_reads=True`: then pages answer 401 with an HTTP
+    Basic challenge, the browser asks for a password (the token; any user name) and
+    sends it with every request of the page. It is off by default here because a host
+    app usually has its own login; turn it on when nothing else guards the mount.
+    Pages refresh every `poll_interval` seconds; rates cover `window` seconds.
     The app opens the queue on its first request if it is not open; closing it is yours.
 
     >>> app = FastAPI(lifespan=...)  # your app, which opens and closes `queue`
@@ -64,7 +69,14 @@ def create_app(
             raise TypeError(f"{name} must be seconds (a number > 0), got {value!r}")
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"{name} must be seconds > 0, got {value!r}")
-    settings = Settings(queue, token, read_only, float(poll_interval), float(window))
+    if require_token_for_reads and token is None:
+        raise ValueError(
+            "require_token_for_reads=True needs a token: pass token=... (the password the "
+            "browser asks for)"
+        )
+    settings = Settings(
+        queue, token, read_only, float(poll_interval), float(window), require_token_for_reads
+    )
     templates = Templates(settings)
     pages, actions = Pages(settings, templates), Actions(settings)
     routes: list[BaseRoute] = [

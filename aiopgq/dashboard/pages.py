@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -41,7 +44,7 @@ class Pages:
         async def read(queue: Queue) -> dict[str, Any]:
             return {
                 "stats": await queue.queue_stats(window=self.settings.window),
-                "failed": await queue.latest_failures(_RECENT_FAILURES),
+                "failed": await queue.latest_failures(_RECENT_FAILURES, preview=True),
             }
 
         return await self._show(request, "overview", "Queues", read)
@@ -51,7 +54,7 @@ class Pages:
 
         async def read(queue: Queue) -> dict[str, Any]:
             filters = _filters(request)
-            found = await queue.list_jobs(limit=PAGE_SIZE, **filters)
+            found = await queue.list_jobs(limit=PAGE_SIZE, preview=True, **filters)
             known = []
             if request.headers.get("x-aiopgq-live") != "1":  # the filter form's suggestions
                 known = [q.queue for q in await queue.queue_stats(window=self.settings.window)]
@@ -75,7 +78,7 @@ class Pages:
         job_id: int = request.path_params["job_id"]
 
         async def read(queue: Queue) -> dict[str, Any]:
-            job = await queue.get_job(job_id)
+            job = await queue.get_job(job_id, preview=True)
             return {"job": job, "timeline": timeline(job)}
 
         return await self._show(request, "job", f"Job {job_id}", read)
@@ -85,6 +88,12 @@ class Pages:
         return self._error(request, 404, f"{request.url.path}: {detail}")
 
     async def _show(self, request: Request, name: str, title: str, read: Reader) -> Response:
+        if not self._may_read(request):
+            response = self._error(
+                request, 401, "this dashboard needs its token to be read: enter it as the password"
+            )
+            response.headers["www-authenticate"] = 'Basic realm="aiopgq dashboard", charset="UTF-8"'
+            return response
         try:
             queue = await self.settings.open_queue()
             context = await read(queue)
@@ -99,8 +108,31 @@ class Pages:
             return self._error(request, 503, f"cannot read the queue: {exc}")
         return self.templates.page(request, name, title=title, **context)
 
+    def _may_read(self, request: Request) -> bool:
+        """Whether the request may read: reads are open, or it carries the token as an
+        HTTP Basic password (what a browser sends once asked) or a Bearer header."""
+        token = self.settings.token
+        if not self.settings.require_token_for_reads or token is None:
+            return True
+        given = _credential(request.headers.get("authorization", ""))
+        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
     def _error(self, request: Request, status: int, message: str) -> Response:
         return self.templates.page(request, "error", status, title="Error", message=message)
+
+
+def _credential(header: str) -> str | None:
+    """The token in an Authorization header: a Bearer token, or a Basic password."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return decoded.partition(":")[2]
 
 
 def _filters(request: Request) -> dict[str, Any]:

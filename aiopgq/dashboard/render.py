@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from aiopgq import Job, JobStatus
+from aiopgq._display import pretty
 
 from .settings import Settings
 
@@ -98,11 +98,6 @@ def when(moment: datetime | None) -> str:
     if moment.tzinfo is None:
         return "never" if moment == datetime.max else "-"
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def pretty(value: Any) -> str:
-    """A payload or result as indented JSON."""
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def summary(error: str | None, length: int = 120) -> str:

@@ -20,6 +20,7 @@ class Settings:
     read_only: bool
     poll_interval: float
     window: float
+    require_token_for_reads: bool = False
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
 
     @property

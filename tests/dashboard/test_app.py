@@ -177,7 +177,11 @@ async def test_the_command_answers_only_its_own_host_and_stops_cleanly(
     finally:
         _, out, err = stop(running.process)
     assert out.startswith(f"aiopgq dashboard for schema {queue.schema}: http://127.0.0.1:")
-    assert "(actions need the token)" in out and err == ""
+    assert "(actions need the token)" in out
+    assert err == (
+        "warning: reads need no token: every user of this machine can read every job's "
+        "payload and result; pass --require-token-for-reads (with a token) to close them\n"
+    )
 
 
 def test_the_command_on_a_schema_without_tables_says_to_migrate(dsn: str, schema: str) -> None:

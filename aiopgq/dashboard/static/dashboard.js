@@ -20,6 +20,15 @@
     }
   }
 
+  // A URL of this page without user:password@ (a page opened with them resolves
+  // relative URLs with them, and fetch refuses those; the browser sends them anyway).
+  function plain(url) {
+    var parsed = new URL(url, location.origin);
+    parsed.username = "";
+    parsed.password = "";
+    return parsed.href;
+  }
+
   function setLive(ok, text) {
     if (!liveState) return;
     liveState.textContent = text;
@@ -41,7 +50,7 @@
     if (!region || busy) return;
     busy = true;
     try {
-      var response = await fetch(location.href, {
+      var response = await fetch(plain(location.href), {
         headers: { "X-Aiopgq-Live": "1" },
         cache: "no-store",
         credentials: "same-origin",
@@ -77,7 +86,7 @@
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
     try {
-      var response = await fetch(form.action, {
+      var response = await fetch(plain(form.action), {
         method: "POST",
         headers: headers,
         body: new URLSearchParams(new FormData(form)),
