@@ -89,7 +89,10 @@ def _check_existing(data_dir: Path, major: int, account: Account) -> None:
 
 
 def initdb_args(major: int, durable: bool) -> list[str]:
-    args = ["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"]
+    # Trust on the Unix socket, which only the server account and root can open (0700). TCP
+    # asks for a password no role has: listening there (settings) needs an hba_file of one's own.
+    auth = ["--auth-local=trust", "--auth-host=scram-sha-256"]
+    args = ["-U", "postgres", *auth, "-E", "UTF8", "--locale=C"]
     if not durable:
         args.append("--no-sync")  # throwaway data: nothing to lose
     if major >= 14:
