@@ -10,6 +10,7 @@ from .account import Account, check_reachable, data_fix, hand_over, unreachable_
 
 # Persistent places for root, whose home the server account usually cannot enter.
 FALLBACK_DATA_BASES = (Path("/var/lib/aiopgq"), Path("/tmp/aiopgq-data"))
+_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, including the NUL
 
 
 def default_data_dir(major: int) -> Path:
@@ -98,6 +99,23 @@ def initdb_args(major: int, durable: bool) -> list[str]:
     if major >= 14:
         args.append("--no-instructions")
     return args
+
+
+def listen_settings(socket_dir: Path) -> dict[str, str]:
+    """No TCP: a Unix socket another local account cannot open (folder and socket 0700)."""
+    quoted = '"' + str(socket_dir).replace('"', '""') + '"'  # a list setting: commas stay
+    return {
+        "listen_addresses": "",
+        "unix_socket_directories": quoted,
+        "unix_socket_permissions": "0700",
+    }
+
+
+def persistent_socket_dir(data_dir: Path, run_dir: Path) -> Path:
+    """The data folder (0700, the server account's), so the socket and the DSN keep their
+    path across restarts; the run folder when the data folder's path is too long for one."""
+    fits = len(str(data_dir / ".s.PGSQL.65535.lock")) <= _SOCKET_PATH_MAX
+    return data_dir if fits else run_dir
 
 
 def fallback_note(data_dir: Path, replaced: Path) -> str:

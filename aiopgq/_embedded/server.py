@@ -38,6 +38,8 @@ from .binaries import find_pg_bin_dir, postgres_major, usable_bin_dir
 from .data import (
     default_data_dir,
     initdb_args,
+    listen_settings,
+    persistent_socket_dir,
     prepare_persistent,
     reachable_default_data_dir,
 )
@@ -56,7 +58,6 @@ __all__ = [
 log = logging.getLogger("aiopgq.embedded")
 
 START_TIMEOUT = 30.0
-_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, including the NUL
 _RUNTIME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 # Live servers: stopped at interpreter exit, forgotten by forked children (see _after_fork).
@@ -268,25 +269,13 @@ def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -
     initdb = prepare_persistent(data_dir, major, account)
     run_dir = make_run_dir(account)
     preferred = [] if port is not None else preferred_ports(data_dir)
-    # In the data folder (0700, the server account's) the socket keeps its path, so the DSN
-    # stays valid across restarts; a folder too long for a socket path gets the run folder.
-    socket_dir = data_dir if _socket_fits(data_dir) else run_dir
+    socket_dir = persistent_socket_dir(data_dir, run_dir)
     return _launch(
-        bin_dir,
-        account,
-        major,
-        data_dir,
-        run_dir,
-        port,
-        preferred,
+        *(bin_dir, account, major, data_dir, run_dir, port, preferred),
         initdb=initdb,
         persistent=True,
         socket_dir=socket_dir,
     )
-
-
-def _socket_fits(folder: Path) -> bool:
-    return len(str(folder / ".s.PGSQL.65535.lock")) <= _SOCKET_PATH_MAX
 
 
 def persistent_data_dir() -> tuple[Path, Path | None]:
@@ -324,12 +313,7 @@ def _launch(
     socket_dir: Path | None = None,
 ) -> EmbeddedServer:
     socket_dir = socket_dir or run_dir
-    # No TCP: a Unix socket only another account cannot open (folder and socket 0700).
-    settings = {
-        "listen_addresses": "",
-        "unix_socket_directories": _quoted_list_item(str(socket_dir)),
-        "unix_socket_permissions": "0700",
-    }
+    settings = listen_settings(socket_dir)
     if not persistent:
         settings.update(_RUNTIME_SETTINGS)
     settings.update({str(k): str(v) for k, v in (extra_settings or {}).items()})
@@ -386,11 +370,6 @@ def _launch(
         extra={"port": server.port, "data_dir": str(data_dir)},
     )
     return server
-
-
-def _quoted_list_item(value: str) -> str:
-    """One element of a PostgreSQL list setting, double-quoted: a comma stays in it."""
-    return '"' + value.replace('"', '""') + '"'
 
 
 def _abandon(client: Client, run_dir: Path) -> None:
