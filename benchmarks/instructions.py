@@ -41,6 +41,7 @@ import asyncpg
 from aiopgq import Queue
 from aiopgq._embedded.account import make_run_dir, server_account
 from aiopgq._embedded.binaries import find_pg_bin_dir, usable_bin_dir
+from aiopgq._embedded.running import dsn_for
 from benchmarks.systems import bare
 
 SCHEMA = "cg"
@@ -63,9 +64,8 @@ def main() -> None:
     run_dir = make_run_dir(server_account())
     server = start_server(run_dir, opts.port)
     try:
-        server_dsn = f"postgresql://postgres@127.0.0.1:{opts.port}/"
         setup = opts.setup_sql.read_text() if opts.setup_sql else None
-        results = asyncio.run(measure_all(run_dir, server_dsn, setup))
+        results = asyncio.run(measure_all(run_dir, opts.port, setup))
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=120)
@@ -79,6 +79,7 @@ def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
     bin_dir, data = usable_bin_dir(find_pg_bin_dir(), account), run_dir / "data"
     as_account = account.popen_kwargs()
     subprocess.run(
+        # Trust on the socket in run_dir (0700, the server account's) only: no TCP.
         [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
         check=True,
         capture_output=True,
@@ -87,6 +88,7 @@ def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
     command = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
     command += [f"--callgrind-out-file={run_dir}/cg.%p", str(bin_dir / "postgres")]
     command += ["-D", str(data), "-p", str(port), "-k", str(run_dir), "-c", "autovacuum=off"]
+    command += ["-c", "listen_addresses=", "-c", "unix_socket_permissions=0700"]
     with open(run_dir / "server.log", "wb") as log:  # the server keeps its own copy
         return subprocess.Popen(command, stdout=log, stderr=log, **as_account)
 
@@ -127,12 +129,12 @@ async def per_row(run_dir: Path, dsn: str, statement: Statement, rows: int, k: i
     return (more - base) / (k * rows)
 
 
-async def measure_all(run_dir: Path, server: str, setup: str | None) -> dict[str, Any]:
-    admin = await connect(server + "postgres")
+async def measure_all(run_dir: Path, port: int, setup: str | None) -> dict[str, Any]:
+    admin = await connect(dsn_for(run_dir, port, "postgres"))
     await admin.execute("CREATE DATABASE cg")
     version = await admin.fetchval("SHOW server_version")
     await admin.close()
-    dsn = server + "cg"
+    dsn = dsn_for(run_dir, port, "cg")
     queue = Queue(dsn, schema=SCHEMA)
     await queue.migrate()
     task = queue.task(name="bench.noop", queue=QUEUE)(_noop)
