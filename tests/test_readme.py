@@ -32,11 +32,12 @@ import asyncpg
 import httpx
 import pytest
 
-from aiopgq._embedded.running import DEFAULT_PORT, dsn_for
+from aiopgq._embedded.running import DEFAULT_PORT, dsn_for, export_line
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-SERVER_DSN = "postgresql://postgres@127.0.0.1:5433/postgres"  # `aiopgq server`'s default
+# `aiopgq server`'s default, as the shell line it prints spells it (its socket under $HOME)
+SERVER_DSN = "postgresql://postgres@/postgres?host=$HOME/.local/share/aiopgq/pg18&port=5433"
 BIN = Path(sys.executable).parent  # python, aiopgq and uvicorn of this environment
 _BLOCK = re.compile(r"<!-- run: (\w+) -->\n```(\w+)\n(.*?)\n```", re.DOTALL)
 
@@ -192,8 +193,10 @@ def wait_for(condition: Any, within: float, what: str, newcomer: Newcomer | None
 
 
 def test_the_readme_dsn_is_the_one_aiopgq_server_prints_by_default() -> None:
-    assert dsn_for(DEFAULT_PORT) == SERVER_DSN
-    assert f"`export AIOPGQ_DSN={SERVER_DSN}`" in README.read_text(encoding="utf-8")
+    default = Path.home() / ".local" / "share" / "aiopgq" / "pg18"
+    line = export_line(dsn_for(default, DEFAULT_PORT))
+    assert line == f'export AIOPGQ_DSN="{SERVER_DSN}"'
+    assert f"`{line}`" in README.read_text(encoding="utf-8")
 
 
 def test_quick_start_runs_as_pasted(newcomer: Newcomer) -> None:

@@ -22,6 +22,7 @@ import asyncpg
 from .. import Queue
 from .._db.dsn import redact
 from .._db.statements import quote_identifier
+from .._embedded.running import export_line
 from .._errors import ConfigurationError, Error
 
 if TYPE_CHECKING:
@@ -84,12 +85,12 @@ def run_demo(
             else:
                 assert running is not None
                 dsn, where = running.dsn, f"{running.data_dir} (the running `aiopgq server`)"
-                then = _NEXT_ON_A_SERVER.format(dsn=dsn)
+                then = _NEXT_ON_A_SERVER.format(export=export_line(dsn))
         else:
-            shown = redact(dsn) + (
+            shown = export_line(redact(dsn)) + (
                 "  # your password in place of ***" if redact(dsn) != dsn else ""
             )
-            where, then = "external server", _NEXT_ON_A_SERVER.format(dsn=shown)
+            where, then = "external server", _NEXT_ON_A_SERVER.format(export=shown)
         run = asyncio.run(_demo(dsn, schema, _Run(jobs, latency_samples)))
     except Error as exc:
         print(f"aiopgq demo: {redact(str(exc))}", file=sys.stderr)
@@ -113,7 +114,7 @@ _NEXT_AFTER_OWN_SERVER = (
     "it prints and\n" + _QUICK_START + "."
 )
 _NEXT_ON_A_SERVER = (
-    "\nNext, your own code on this database:\n\nexport AIOPGQ_DSN={dsn}\n\nthen "
+    "\nNext, your own code on this database:\n\n{export}\n\nthen "
     + _QUICK_START
     + ".\nThe demo's tables stay in schema {{schema}}; `DROP SCHEMA {{schema}} CASCADE` "
     "removes them."

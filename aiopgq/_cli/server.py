@@ -29,8 +29,8 @@ def register(add: AddCommand) -> None:
         "--port",
         type=int,
         metavar="PORT",
-        help=f"TCP port on 127.0.0.1 (default: the port of the folder's last start if free, "
-        f"else {DEFAULT_PORT} if free, else a free one)",
+        help=f"port number; it names the Unix socket, the only way in: no TCP (default: the "
+        f"port of the folder's last start if free, else {DEFAULT_PORT} if free, else a free one)",
     )
     server.set_defaults(
         run=serve,

@@ -10,6 +10,7 @@ from .account import Account, check_reachable, data_fix, hand_over, unreachable_
 
 # Persistent places for root, whose home the server account usually cannot enter.
 FALLBACK_DATA_BASES = (Path("/var/lib/aiopgq"), Path("/tmp/aiopgq-data"))
+_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, including the NUL
 
 
 def default_data_dir(major: int) -> Path:
@@ -89,12 +90,32 @@ def _check_existing(data_dir: Path, major: int, account: Account) -> None:
 
 
 def initdb_args(major: int, durable: bool) -> list[str]:
-    args = ["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"]
+    # Trust on the Unix socket, which only the server account and root can open (0700). TCP
+    # asks for a password no role has: listening there (settings) needs an hba_file of one's own.
+    auth = ["--auth-local=trust", "--auth-host=scram-sha-256"]
+    args = ["-U", "postgres", *auth, "-E", "UTF8", "--locale=C"]
     if not durable:
         args.append("--no-sync")  # throwaway data: nothing to lose
     if major >= 14:
         args.append("--no-instructions")
     return args
+
+
+def listen_settings(socket_dir: Path) -> dict[str, str]:
+    """No TCP: a Unix socket another local account cannot open (folder and socket 0700)."""
+    quoted = '"' + str(socket_dir).replace('"', '""') + '"'  # a list setting: commas stay
+    return {
+        "listen_addresses": "",
+        "unix_socket_directories": quoted,
+        "unix_socket_permissions": "0700",
+    }
+
+
+def persistent_socket_dir(data_dir: Path, run_dir: Path) -> Path:
+    """The data folder (0700, the server account's), so the socket and the DSN keep their
+    path across restarts; the run folder when the data folder's path is too long for one."""
+    fits = len(str(data_dir / ".s.PGSQL.65535.lock")) <= _SOCKET_PATH_MAX
+    return data_dir if fits else run_dir
 
 
 def fallback_note(data_dir: Path, replaced: Path) -> str:

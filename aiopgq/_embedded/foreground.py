@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pwd
 import signal
 import sys
 import threading
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from .._errors import EmbeddedServerError
 from .data import fallback_note
-from .running import DEFAULT_PORT, recorded_port, running_server
+from .running import DEFAULT_PORT, export_line, recorded_port, running_server
 from .server import EmbeddedServer, persistent_data_dir, start_persistent
 
 _STOP_ON = (signal.SIGINT, signal.SIGTERM)
@@ -20,7 +21,8 @@ def serve_forever(data_dir: Path | None, port: int | None) -> int:
 
     ``data_dir`` None: the folder the demo uses too (`persistent_data_dir`: usable as
     root). ``port`` None: the folder's last port, else 5433, else a free one. Prints the
-    port, the folder and an ``export AIOPGQ_DSN=...`` line to paste; returns the exit code.
+    port, the folder, who can connect and an ``export AIOPGQ_DSN=...`` line to paste;
+    returns the exit code.
 
         raise SystemExit(serve_forever(None, None))
     """
@@ -36,7 +38,7 @@ def serve_forever(data_dir: Path | None, port: int | None) -> int:
             return 1
         with server:
             print("\nPoint aiopgq at it, in the shell where you run your code:\n")
-            print(_export(server.dsn))
+            print(export_line(server.dsn))
             print("\nStop with Ctrl-C.", flush=True)
             while not stop.wait(0.5):
                 if not server.running():
@@ -60,7 +62,7 @@ def _start(data_dir: Path | None, port: int | None) -> EmbeddedServer | None:
         print(
             f"aiopgq server: PostgreSQL already runs on data folder {data_dir} (pid "
             f"{running.pid}, port {running.port}), started by another `aiopgq server` or "
-            f"`aiopgq demo`. Use it:\n\n{_export(running.dsn)}\n\nor stop it first.",
+            f"`aiopgq demo`. Use it:\n\n{export_line(running.dsn)}\n\nor stop it first.",
             file=sys.stderr,
         )
         return None
@@ -71,8 +73,27 @@ def _start(data_dir: Path | None, port: int | None) -> EmbeddedServer | None:
     print(f"data folder: {server.data_dir}")
     if replaced is not None:
         print(f"  ({fallback_note(data_dir, replaced)})")
-    print(f"log: {server.log_path}", flush=True)
+    print(f"log: {server.log_path}")
+    print(who_can_connect(server.socket_dir), flush=True)
     return server
+
+
+def who_can_connect(socket_dir: str) -> str:
+    """Who can open the server's socket, the only way in: the folder's owner, and root."""
+    owner = Path(socket_dir).stat().st_uid
+    accounts = " and root" if owner != 0 else ""
+    return (
+        f"who can connect: {_account_name(owner)}{accounts} only, as superuser postgres with "
+        f"no password, through the Unix socket in {socket_dir} (mode 0700; no TCP port). "
+        "Other local users are refused."
+    )
+
+
+def _account_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _why_this_port(port: int, asked: int | None, recorded: int | None) -> str:
@@ -84,7 +105,3 @@ def _why_this_port(port: int, asked: int | None, recorded: int | None) -> str:
         return "the default"
     taken = sorted({DEFAULT_PORT, recorded or DEFAULT_PORT})
     return f"a free one: {' and '.join(map(str, taken))} in use; --port picks one"
-
-
-def _export(dsn: str) -> str:
-    return f"export AIOPGQ_DSN={dsn}"

@@ -2,7 +2,10 @@
 
 PostgreSQL itself records both in the folder: ``postmaster.opts`` holds the command line of
 its last start (our ``-c port=N`` among it) and stays after a stop; ``postmaster.pid`` holds
-the running postmaster's pid, port and state, and goes away at a clean stop.
+the running postmaster's pid, port, socket folder and state, and goes away at a clean stop.
+
+The embedded server listens on a Unix socket only, in a folder of mode 0700 (see server.py):
+its DSN names that folder as ``host`` and the port, which names the socket file.
 """
 
 from __future__ import annotations
@@ -18,12 +21,29 @@ from urllib.parse import quote
 # The port a persistent server takes when its folder has none recorded: next to the
 # usual 5432, so it does not collide with a PostgreSQL installed on the machine.
 DEFAULT_PORT = 5433
-HOST = "127.0.0.1"
+HOST = "127.0.0.1"  # where port numbers are checked for being free: see port_is_free
 
 
-def dsn_for(port: int, database: str = "postgres") -> str:
-    """The DSN of a database of an embedded server: superuser ``postgres`` over TCP."""
-    return f"postgresql://postgres@{HOST}:{port}/{quote(database, safe='')}"
+def dsn_for(socket_dir: str | Path, port: int, database: str = "postgres") -> str:
+    """The DSN of a database of an embedded server: superuser ``postgres`` on its socket.
+
+    dsn_for("/tmp/aiopgq-x", 5433)  # 'postgresql://postgres@/postgres?host=/tmp/aiopgq-x&port=5433'
+    """
+    host = quote(str(socket_dir), safe="/")
+    return f"postgresql://postgres@/{quote(database, safe='')}?host={host}&port={port}"
+
+
+def export_line(dsn: str) -> str:
+    """The shell line that sets AIOPGQ_DSN to `dsn`, quoted (a DSN holds ``?`` and ``&``).
+
+    A socket folder under $HOME is written as $HOME, so the line reads the same for
+    everyone (it is the README's): export AIOPGQ_DSN="postgresql://...?host=$HOME/...".
+    """
+    home = str(Path.home()).rstrip("/")
+    marker = f"host={quote(home, safe='/')}/"
+    if home and marker in dsn and not any(c in dsn for c in '$`"\\!'):
+        return 'export AIOPGQ_DSN="' + dsn.replace(marker, "host=$HOME/", 1) + '"'
+    return f"export AIOPGQ_DSN={shlex.quote(dsn)}"
 
 
 @dataclass(frozen=True)
@@ -31,21 +51,22 @@ class RunningServer:
     """A PostgreSQL server that runs on a data folder now (started by whoever).
 
     >>> found = running_server(Path("/var/lib/aiopgq/pg18"))
-    >>> found.dsn if found else None  # 'postgresql://postgres@127.0.0.1:5433/postgres'
+    >>> found.dsn if found else None  # '...@/postgres?host=/var/lib/aiopgq/pg18&port=5433'
     """
 
     data_dir: Path
     pid: int
     port: int
+    socket_dir: str
 
     @property
     def dsn(self) -> str:
-        """DSN of its ``postgres`` database as superuser ``postgres`` over TCP."""
-        return dsn_for(self.port)
+        """DSN of its ``postgres`` database as superuser ``postgres`` on its socket."""
+        return dsn_for(self.socket_dir, self.port)
 
 
 def running_server(data_dir: Path) -> RunningServer | None:
-    """The server running on `data_dir` and accepting connections on 127.0.0.1, or None.
+    """The server running on `data_dir` and accepting connections on its socket, or None.
 
     None also for a ``postmaster.pid`` left by a crash (its pid gone, or reused by a
     process that does not listen on the recorded port).
@@ -54,13 +75,13 @@ def running_server(data_dir: Path) -> RunningServer | None:
     """
     try:
         lines = (data_dir / "postmaster.pid").read_text().splitlines()
-        pid, port = int(lines[0]), int(lines[3])
+        pid, port, socket_dir = int(lines[0]), int(lines[3]), lines[4].strip()
         ready = lines[7].strip() == "ready"
     except (OSError, ValueError, IndexError):
         return None
-    if not ready or not _alive(pid) or not _accepts(port):
+    if not ready or not socket_dir or not _alive(pid) or not _accepts(socket_dir, port):
         return None
-    return RunningServer(data_dir, pid, port)
+    return RunningServer(data_dir, pid, port, socket_dir)
 
 
 def recorded_port(data_dir: Path) -> int | None:
@@ -87,7 +108,10 @@ def preferred_ports(data_dir: Path) -> list[int]:
 
 
 def port_is_free(port: int) -> bool:
-    """True when a server could listen on 127.0.0.1:port now (as PostgreSQL binds it)."""
+    """True when a server could listen on 127.0.0.1:port now (as PostgreSQL binds it).
+
+    The embedded server opens no TCP port, but it keeps clear of ports in use: its DSN then
+    never names a port that another PostgreSQL on this machine answers on."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -107,9 +131,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=2):
-            return True
-    except OSError:
-        return False
+def _accepts(socket_dir: str, port: int) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        try:
+            sock.connect(os.path.join(socket_dir, f".s.PGSQL.{port}"))
+        except OSError:
+            return False
+    return True

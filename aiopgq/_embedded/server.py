@@ -7,8 +7,12 @@ initdb and postgres run as an unprivileged account (`account.py`); binaries it c
 reach are staged once where it can, and throwaway folders go where it can enter. Data folders
 are never chmod'ed: an unreachable one is a clear error (`data.py`).
 
-Trust authentication is on for 127.0.0.1 and the Unix socket: every local user can connect as
-the superuser ``postgres``. That suits a development or test machine, not a shared one.
+Who can connect: the server opens no TCP port. It listens on a Unix socket (mode 0700) in a
+folder of mode 0700 owned by the server account: the throwaway folder, or a persistent data
+folder itself. Only that account and root can reach the socket, and they connect as the
+superuser ``postgres`` with no password (trust, on the socket only); another local user gets
+"permission denied". When we run as root, the server account is an unprivileged one
+(`account.py`), which owns the data files anyway.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from .binaries import find_pg_bin_dir, postgres_major, usable_bin_dir
 from .data import (
     default_data_dir,
     initdb_args,
+    listen_settings,
+    persistent_socket_dir,
     prepare_persistent,
     reachable_default_data_dir,
 )
-from .running import HOST, dsn_for, preferred_ports, running_server
+from .running import dsn_for, preferred_ports, running_server
 from .supervisor import Client
 
 __all__ = [
@@ -67,8 +73,6 @@ class EmbeddedServer:
             conn = await asyncpg.connect(server.ensure_database("app"))
     """
 
-    host = HOST
-
     def __init__(
         self,
         client: Client,
@@ -76,6 +80,7 @@ class EmbeddedServer:
         ready: dict[str, Any],
         data_dir: Path,
         run_dir: Path,
+        socket_dir: Path,
         bin_dir: Path,
         major: int,
         persistent: bool,
@@ -84,7 +89,8 @@ class EmbeddedServer:
         self.port: int = ready["port"]
         self.pid: int = ready["pid"]  # the postmaster
         self.data_dir = data_dir
-        self.socket_dir = str(run_dir)
+        self._run_dir = run_dir
+        self.socket_dir = str(socket_dir)  # mode 0700, owned by the server account
         self.log_path = data_dir / "aiopgq-server.log"
         self.bin_dir = bin_dir  # where postgres runs from: staged when we are root, maybe
         self.major = major
@@ -93,13 +99,18 @@ class EmbeddedServer:
         _live.add(self)
 
     @property
+    def host(self) -> str:
+        """The socket folder: libpq's and asyncpg's ``host`` for a Unix socket."""
+        return self.socket_dir
+
+    @property
     def dsn(self) -> str:
-        """DSN of the ``postgres`` database as superuser ``postgres`` over TCP."""
+        """DSN of the ``postgres`` database as superuser ``postgres`` on the Unix socket."""
         return self.dsn_for("postgres")
 
     def dsn_for(self, database: str) -> str:
         """DSN of another database on this server."""
-        return dsn_for(self.port, database)
+        return dsn_for(self.socket_dir, self.port, database)
 
     def ensure_database(self, name: str) -> str:
         """Create database ``name`` unless it exists; return its DSN.
@@ -147,7 +158,7 @@ class EmbeddedServer:
             self._client.send(cmd="stop")
             self._client.receive({"stopped"}, 40)
         self._client.close(patience=10)
-        shutil.rmtree(self.socket_dir, ignore_errors=True)  # normally the supervisor's job
+        shutil.rmtree(self._run_dir, ignore_errors=True)  # normally the supervisor's job
         log.info("embedded PostgreSQL on port %d stopped", self.port)
 
     def running(self) -> bool:
@@ -208,8 +219,9 @@ def start_throwaway(
     The folder is made where the server account can enter ($TMPDIR, else /tmp), so this
     works as root with no arguments. Tuned for tests (fsync, synchronous_commit and
     full_page_writes off). `settings` are more postgresql.conf settings, e.g.
-    ``{"max_connections": "20"}``, or ``listen_addresses`` with an ``hba_file`` to let
-    other addresses in (the server trusts 127.0.0.1 only by default).
+    ``{"max_connections": "20"}``, or ``listen_addresses`` with an ``hba_file`` of your own
+    to open TCP (by default the server listens on its 0700 Unix socket only, and its
+    pg_hba.conf asks TCP clients for a password that no role has).
 
         with start_throwaway(settings={"max_connections": "20"}) as server: ...
     """
@@ -257,8 +269,12 @@ def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -
     initdb = prepare_persistent(data_dir, major, account)
     run_dir = make_run_dir(account)
     preferred = [] if port is not None else preferred_ports(data_dir)
+    socket_dir = persistent_socket_dir(data_dir, run_dir)
     return _launch(
-        bin_dir, account, major, data_dir, run_dir, port, preferred, initdb=initdb, persistent=True
+        *(bin_dir, account, major, data_dir, run_dir, port, preferred),
+        initdb=initdb,
+        persistent=True,
+        socket_dir=socket_dir,
     )
 
 
@@ -294,8 +310,10 @@ def _launch(
     initdb: bool,
     persistent: bool,
     extra_settings: Mapping[str, str] | None = None,
+    socket_dir: Path | None = None,
 ) -> EmbeddedServer:
-    settings = {"listen_addresses": "127.0.0.1", "unix_socket_directories": str(run_dir)}
+    socket_dir = socket_dir or run_dir
+    settings = listen_settings(socket_dir)
     if not persistent:
         settings.update(_RUNTIME_SETTINGS)
     settings.update({str(k): str(v) for k, v in (extra_settings or {}).items()})
@@ -335,17 +353,20 @@ def _launch(
         ready=ready,
         data_dir=data_dir,
         run_dir=run_dir,
+        socket_dir=socket_dir,
         bin_dir=bin_dir,
         major=major,
         persistent=persistent,
     )
     log.info(
-        "embedded PostgreSQL %d ready on port %d in %.2f s (data %s, runs as %s)",
+        "embedded PostgreSQL %d ready on port %d in %.2f s (data %s, runs as %s, Unix socket "
+        "in %s only)",
         major,
         server.port,
         time.monotonic() - started,
         data_dir,
         account.name,
+        socket_dir,
         extra={"port": server.port, "data_dir": str(data_dir)},
     )
     return server

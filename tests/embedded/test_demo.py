@@ -94,7 +94,9 @@ def test_demo_on_the_embedded_server(
     data = reachable_tmp / "aiopgq" / "pg18"
     assert rows["data"] == f"{data} (embedded, persistent)"
     assert rows["PostgreSQL"].startswith("18.")
-    assert re.fullmatch(r"postgresql://postgres@127\.0\.0\.1:\d+/postgres", rows["DSN"])
+    # Its Unix socket, in the data folder: no TCP.
+    socket = re.escape(f"postgresql://postgres@/postgres?host={data}&port=")
+    assert re.fullmatch(rf"{socket}\d+", rows["DSN"])
     assert (data / "PG_VERSION").is_file()
     assert not (data / "postmaster.pid").exists()  # the server was stopped
 

@@ -27,6 +27,7 @@ from aiopgq import EmbeddedServerError
 from aiopgq._embedded.account import reachable_temp_base, server_account
 from aiopgq._embedded.binaries import cache_dir, find_pg_bin_dir, stage_install
 from aiopgq._embedded.data import default_data_dir
+from aiopgq._embedded.running import dsn_for
 from aiopgq.embedded import start_persistent, start_throwaway
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,7 +183,9 @@ def test_throwaway_server_lifecycle() -> None:
     try:
         assert server.major == 18 and not server.persistent
         assert server.port != 5432
-        assert server.dsn == f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+        assert server.dsn == (
+            f"postgresql://postgres@/postgres?host={server.socket_dir}&port={server.port}"
+        )
         assert run_sql(server.dsn, "select version()").startswith("PostgreSQL 18")
         assert run_sql(server.dsn, "show fsync") == "off"
         assert run_sql(server.dsn, "show server_encoding") == "UTF8"
@@ -258,7 +261,8 @@ def test_persistent_server_keeps_data(reachable_tmp: Path) -> None:
         assert run_sql(server.dsn, "show fsync") == "on"  # durable defaults
         run_sql(server.dsn, "create table kept (v text); insert into kept values ('hello')")
     assert (data / "PG_VERSION").read_text().strip() == "18"
-    assert not Path(server.socket_dir).exists() and not alive(server.pid)
+    assert server.socket_dir == str(data)  # the socket keeps its path: so does the DSN
+    assert not (data / f".s.PGSQL.{server.port}").exists() and not alive(server.pid)
 
     with start_persistent(data) as again:
         assert run_sql(again.dsn, "select v from kept") == "hello"
@@ -348,7 +352,7 @@ def test_serve_forever_until_sigint(reachable_tmp: Path) -> None:
         banner = read_line(proc, 30)
         assert banner.startswith("PostgreSQL 18 is ready on port "), banner
         port = int(banner.split()[6])
-        assert run_sql(f"postgresql://postgres@127.0.0.1:{port}/postgres", "select 1") == 1
+        assert run_sql(dsn_for(data, port), "select 1") == 1
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aiopgq._cli.demo import run_demo
-from aiopgq._embedded.running import DEFAULT_PORT, port_is_free, recorded_port
+from aiopgq._embedded.running import DEFAULT_PORT, dsn_for, port_is_free, recorded_port
 from aiopgq.embedded import running_server
 
 from .test_demo import fetch, table_of
@@ -64,7 +65,8 @@ class Served:
         lines = self.out.splitlines()
         self.ready = lines[0]
         self.export = next(line for line in lines if line.startswith(EXPORT))
-        self.dsn = self.export[len(EXPORT) :]
+        # The line as a shell would run it: quoted, maybe with $HOME.
+        self.dsn = os.path.expandvars(shlex.split(self.export)[1].partition("=")[2])
         self.port = int(self.ready.split()[6])
 
     def _read_until(self, marker: str, timeout: float) -> str:
@@ -104,7 +106,8 @@ def test_server_by_default_prints_a_dsn_that_survives_restarts(reachable_tmp: Pa
         if default_was_free and first.port == DEFAULT_PORT:
             assert first.ready.endswith(f"port {DEFAULT_PORT} (the default).")
         assert f"data folder: {data}\n" in first.out
-        assert first.dsn == f"postgresql://postgres@127.0.0.1:{first.port}/postgres"
+        assert first.dsn == dsn_for(data, first.port)  # its socket, in the data folder
+        assert "who can connect: " in first.out and "no TCP port" in first.out
         assert fetch(first.dsn, "SELECT current_setting('data_directory')") == str(data)
         # a second server on the same folder says where the first one is, and stops
         second = subprocess.run(
