@@ -52,7 +52,7 @@ def decoded_job(row: Mapping[str, Any] | asyncpg.Record, owner: JobWaiter | None
 
 
 def view_job(row: Mapping[str, Any] | asyncpg.Record) -> Job:
-    """A Job to show from a row read with a cap (sql/get_job.sql's last argument): its
+    """A Job to show from a row read with a cap (sql/read/get_job.sql's last argument): its
     payload, result and checkpoint are their values, or Unshown when cut or undecodable.
     For rendering only: such a Job is not what Queue.get_job returns."""
     values = dict(row)

@@ -236,7 +236,7 @@ def build_jobs(ids: Sequence[int], payloads: Sequence[dict[str, Any]], **common:
 def job_from_record(
     row: Mapping[str, Any] | asyncpg.Record, waiter: JobWaiter | None = None
 ) -> Job:
-    """A Job from a row of sql/get_job.sql (payload, result, errors and metadata as JSON
+    """A Job from a row of sql/read/get_job.sql (payload, result, errors and metadata as JSON
     text); `waiter` is the queue its wait() waits on. A row without errors or metadata
     (enqueue_unique.sql: a producer may not read those columns) makes a Job without
     them."""
@@ -307,7 +307,7 @@ def job_from_claimed_row(
 ) -> tuple[Job, str]:
     """A claimed row as a Job (payload still JSON text: decoding may fail per job).
 
-    The row's timestamps are epoch seconds (see sql/dequeue.sql); `instants` holds the
+    The row's timestamps are epoch seconds (see sql/claim/dequeue.sql); `instants` holds the
     datetimes already made for this batch: jobs enqueued together share their values.
     """
     job_id, queue, task, payload, priority, attempts, max_attempts, run_at, created_at = row

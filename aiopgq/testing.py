@@ -166,11 +166,11 @@ async def run_jobs(
     opened_here = not queue.is_open
     await queue.open()
     try:
-        before = await queue.pool.fetchrow(render("testing_snapshot.sql", queue.schema))
+        before = await queue.pool.fetchrow(render("testing/testing_snapshot.sql", queue.schema))
         assert before is not None  # an aggregate: one row
         await queue.worker(queues=queues, **worker_options).run(burst=True)
         rows = await queue.pool.fetch(
-            render("testing_ran.sql", queue.schema), before["ids"], before["last_id"]
+            render("testing/testing_ran.sql", queue.schema), before["ids"], before["last_id"]
         )
     finally:
         if opened_here:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -12,7 +14,7 @@ import pytest
 
 from aiopgq import Queue, SchemaError
 from aiopgq._db.migrations import code_version, migrations
-from aiopgq._db.statements import render
+from aiopgq._db.statements import SQL_DIR, Statements, render, statement_files
 
 
 async def test_two_connections_dequeue_disjoint_batches(dsn: str, queue: Queue) -> None:
@@ -255,3 +257,57 @@ async def test_sql_enqueue_rejects_a_payload_that_is_not_an_object(
 ) -> None:
     with pytest.raises(asyncpg.CheckViolationError):
         await conn.fetchval(f"SELECT \"{queue.schema}\".enqueue('t', '[1, 2]'::jsonb)")
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent / "aiopgq"
+# The names of objects that hold Statements (or OpsStatements) in the package's code.
+_STATEMENT_HOLDERS = {"sql", "_sql", "ops"}
+
+
+def _statement_names_in_code() -> tuple[set[str], set[str]]:
+    """(names read as statements, every attribute name and string in aiopgq/): a
+    statement is read as `<holder>.name`, `<holder>["name"]` or a "role/name.sql" path."""
+    read: set[str] = set()
+    mentioned: set[str] = set()
+    for path in _PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            holder: ast.expr | None = None
+            name = None
+            if isinstance(node, ast.Attribute):
+                mentioned.add(node.attr)
+                holder, name = node.value, node.attr
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                holder, name = node.value, node.slice.value
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                mentioned.add(node.value)
+                if node.value.endswith(".sql") and "/" in node.value and "*" not in node.value:
+                    read.add(node.value.rsplit("/", 1)[1].removesuffix(".sql"))
+            held = holder.attr if isinstance(holder, ast.Attribute) else getattr(holder, "id", "")
+            if held in _STATEMENT_HOLDERS and isinstance(name, str):
+                read.add(name)
+    return read, mentioned | read
+
+
+def test_every_statement_file_is_used_and_every_statement_read_has_a_file() -> None:
+    files = statement_files()
+    read, mentioned = _statement_names_in_code()
+    own = {name for name in vars(Statements) if not name.startswith("_")}
+    own |= {"schema", "channel", "done_channel"}
+    assert sorted(read - own - files.keys()) == []  # read in code, no sql/<role>/<name>.sql
+    included = {  # {{> role/name.sql}} in another statement
+        name
+        for name, relative in files.items()
+        for other in files.values()
+        if f"{{{{> {relative}}}}}" in _raw(other)
+    }
+    assert sorted(files.keys() - mentioned - included) == []  # a file no code names
+    # Each file rendered with the schema bound in and no placeholder left.
+    sql = Statements("some_schema")
+    for name in files:
+        assert "{{" not in getattr(sql, name), name
+    with pytest.raises(AttributeError, match="no statement"):
+        sql.no_such_statement  # noqa: B018
+
+
+def _raw(relative: str) -> str:
+    return (SQL_DIR / relative).read_text(encoding="utf-8")

@@ -96,7 +96,7 @@ class Admin:
             row = await conn.fetchrow(self._core.sql.retry_jobs, *args)
         except asyncpg.UniqueViolationError:
             # A job with one of their idempotency keys was enqueued meanwhile: once
-            # more, and the statement sees it (see sql/retry_jobs.sql).
+            # more, and the statement sees it (see sql/admin/retry_jobs.sql).
             row = await conn.fetchrow(self._core.sql.retry_jobs, *args)
         assert row is not None  # aggregates: always one row
         return list(row["ids"])

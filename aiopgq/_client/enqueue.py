@@ -2,7 +2,7 @@
 
 Each call takes one of three paths: plain (one statement, the hot path), observed
 (the same statement inside the observers' span, with the trace context stored), or
-keyed (idempotency keys: sql/enqueue_unique.sql, aiopgq/_client/unique.py). A Task's
+keyed (idempotency keys: sql/enqueue/enqueue_unique.sql, aiopgq/_client/unique.py). A Task's
 shortcuts come in with their arguments bound and checked (`known`): nothing is bound
 twice.
 """

@@ -64,7 +64,7 @@ class Limits:
         return _settings(row)
 
     async def _ensure_key_index(self, conn: Connection) -> None:
-        """Build the index of pending jobs by key (sql/key_index.sql) unless it exists."""
+        """Build the index of pending jobs by key (sql/admin/key_index.sql) unless it exists."""
         valid = await conn.fetchval(self._core.sql.key_index_state, self._core.schema)
         if valid:
             return

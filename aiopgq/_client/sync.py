@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._db.dsn import check_dsn, redact, resolve_dsn
-from .._db.statements import for_psycopg, render, validate_identifier
+from .._db.statements import for_psycopg, render, statement_files, validate_identifier
 from .._enqueue_options import TaskDefaults, resolve_options
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, build_job, build_jobs, job_from_record
@@ -63,7 +63,9 @@ class SyncQueue:
         self.tasks: dict[str, Task[Any, Any]] = dict(tasks or {})
         self.max_payload_bytes = max_payload_bytes
         self._connect_kwargs = dict(connect_kwargs or {})
-        self._sql = {name: for_psycopg(render(f"{name}.sql", schema)) for name in _STATEMENTS}
+        self._sql = {
+            name: for_psycopg(render(statement_files()[name], schema)) for name in _STATEMENTS
+        }
         self._registry = RegistryCache()
         self._lock = threading.Lock()  # the own connection, and registry reads
         self._own: psycopg.Connection[Any] | None = None

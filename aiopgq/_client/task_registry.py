@@ -38,7 +38,7 @@ class Declaration:
 
 
 def declaration_of(row: Mapping[str, Any]) -> Declaration:
-    """A row of sql/registered_tasks.sql as a Declaration."""
+    """A row of sql/enqueue/registered_tasks.sql as a Declaration."""
     name = row["name"]
     return Declaration(
         name=name,

@@ -1,6 +1,6 @@
 """Waiters: every queue.result() and job.wait() of one Queue, read and marked together.
 
-A waiter marks its job `waited` (sql/watch_jobs.sql), so that the statement that ends
+A waiter marks its job `waited` (sql/results/watch_jobs.sql), so that the statement that ends
 the job announces it on the done channel, and reads it once (it may have ended
 already). Announced jobs are read back in one query per wake-up. The announcements
 come over the process's shared LISTEN connection (_listen_hub.py), and are hints:
@@ -59,7 +59,7 @@ class Waiters:
         return self._listening
 
     async def wait(self, job_id: int) -> asyncpg.Record:
-        """The job's row once it has ended (a row of sql/finished_jobs.sql)."""
+        """The job's row once it has ended (a row of sql/results/finished_jobs.sql)."""
         future: asyncio.Future[asyncpg.Record] = asyncio.get_running_loop().create_future()
         waiting = self._futures.setdefault(job_id, [])
         if not waiting:

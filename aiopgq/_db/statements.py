@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._errors import ConfigurationError
@@ -20,6 +21,9 @@ def _sql_dir() -> Path:
 
 
 SQL_DIR = _sql_dir()
+
+# Folders of sql/ that hold the schema itself, applied by migrate(), not statements.
+SCHEMA_FOLDERS = frozenset({"migrations", "functions"})
 
 
 def validate_identifier(name: str, what: str = "schema") -> str:
@@ -41,16 +45,41 @@ def _read(relative: str) -> str:
     return (SQL_DIR / relative).read_text(encoding="utf-8")
 
 
+@functools.cache
+def statement_files() -> dict[str, str]:
+    """Statement name -> its file, relative to sql/: every `sql/<role>/<name>.sql` outside
+    the schema folders. A name is the file's stem, so it must be unique across roles."""
+    found: dict[str, str] = {}
+    for path in sorted(SQL_DIR.glob("*/*.sql")):
+        role = path.parent.name
+        if role in SCHEMA_FOLDERS:
+            continue
+        if path.stem in found:
+            raise RuntimeError(f"two statements named {path.stem}: {found[path.stem]}, {role}")
+        found[path.stem] = f"{role}/{path.name}"
+    return found
+
+
 def done_channel(schema: str) -> str:
     """The channel on which finished jobs that someone awaits are announced (payload: the
     job id); a channel name has at most 63 bytes, like a schema name."""
     return f"{validate_identifier(schema)[:58]}:done"
 
 
-def render(relative: str, schema: str) -> str:
-    """The statement in `sql/<relative>` with the (validated) schema name bound in."""
+# {{#flag}}...{{/flag}}: text kept only in the variants that set the flag.
+_SECTION = re.compile(r"\{\{#([a-z_]+)\}\}(.*?)\{\{/\1\}\}", re.DOTALL)
+# {{> role/name.sql}}: another file's text (stripped) in its place.
+_INCLUDE = re.compile(r"\{\{> ([a-z_/]+\.sql)\}\}")
+
+
+def render(relative: str, schema: str, flags: Mapping[str, bool] | None = None) -> str:
+    """The statement in `sql/<relative>` with the (validated) schema name bound in, and
+    its optional sections kept where `flags` sets them."""
+    chosen = flags or {}
+    text = _SECTION.sub(lambda m: m.group(2) if chosen.get(m.group(1)) else "", _read(relative))
+    text = _INCLUDE.sub(lambda m: _read(m.group(1)).strip(), text)
     # {{schema_name}}: the bare name, for format('%I', ...) inside PL/pgSQL.
-    text = _read(relative).replace("{{schema_name}}", validate_identifier(schema))
+    text = text.replace("{{schema_name}}", validate_identifier(schema))
     text = text.replace("{{done_channel}}", f"'{done_channel(schema)}'")
     return text.replace("{{schema}}", quote_identifier(schema))
 
@@ -66,97 +95,27 @@ def for_psycopg(statement: str) -> str:
 
 
 class Statements:
-    """Every runtime statement, rendered once for one schema."""
+    """Every runtime statement, rendered once for one schema: `sql.<name>` is the file
+    `sql/<role>/<name>.sql` (sql/README.md lists the roles)."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, roles: frozenset[str] | None = None) -> None:
         self.schema = validate_identifier(schema)
         # The insert trigger notifies on a channel named after the schema (see
-        # sql/migrations/0001_init.sql): every listener and pg_notify call uses this.
+        # sql/functions/wake_on_insert.sql): every listener and pg_notify call uses this.
         self.channel = self.schema
         self.done_channel = done_channel(schema)
-        for name in (
-            "dequeue",
-            "dequeue_queues",
-            "dequeue_completing",
-            "dequeue_limited",
-            "dequeue_limited_traced",
-            "limited_queues",
-            "configure_queue",
-            "queue_settings",
-            "key_index",
-            "key_index_state",
-            "drop_key_index",
-            "complete_done",
-            "complete_error",
-            "release",
-            "release_orphans",
-            "heartbeat",
-            "rescue",
-            "prune",
-            "statistics_outgrown",
-            "analyze_jobs",
-            "insert_job",
-            "insert_jobs",
-            "insert_job_keyed",
-            "insert_jobs_keyed",
-            "set_concurrency_key",
-            "get_job",
-            "enqueue_unique",
-            "cancel",
-            "cancelled_jobs",
-            "status",
-            "set_queue_notify",
-            "locks",
-            "wait_for_skippers",
-            "hold_awake",
-            "notify_queues",
-            "release_awake",
-            "set_queue_paused",
-            "paused_queues",
-            "retry_jobs",
-            "failed_jobs_page",
-            "list_jobs",
-            "queue_stats",
-            "latest_failures",
-            "register_tasks",
-            "registered_tasks",
-            "insert_job_traced",
-            "insert_jobs_traced",
-            "worker_register",
-            "worker_deregister",
-            "expire_workers",
-            "queue_depth",
-            "schedule_register",
-            "schedule_state",
-            "take_ticks",
-            "schedule_status",
-            "complete_special",
-            "heartbeat_progress",
-            "commit_done",
-            "watch_jobs",
-            "finished_jobs",
-            "archive_state",
-            "archive_extend",
-            "archive_move",
-            "archive_drop",
-            "archive_restore",
-            "archive_partitions",
-            "set_archive_layout",
-        ):
-            setattr(self, name, render(f"{name}.sql", schema))
+        self._rendered = {
+            name: render(relative, schema)
+            for name, relative in statement_files().items()
+            if roles is None or relative.split("/", 1)[0] in roles
+        }
 
-    dequeue: str
-    dequeue_queues: str
-    dequeue_completing: str
-    dequeue_limited: str
-    dequeue_limited_traced: str
-    limited_queues: str
-    configure_queue: str
-    queue_settings: str
-    key_index: str
-    key_index_state: str
-    drop_key_index: str
-    complete_done: str
+    def __getattr__(self, name: str) -> str:
+        # Only reached for names that are not attributes: the statements.
+        try:
+            return self.__dict__["_rendered"][name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise AttributeError(f"no statement sql/*/{name}.sql") from None
 
     def claim(
         self,
@@ -171,81 +130,12 @@ class Statements:
         each job's trace_context (JSON text) as a tenth column (aiopgq.tracing);
         `checkpoint` each job's saved state (JSON text) as the last column (workers whose
         handlers take a JobContext or have middleware)."""
-        statement = self.dequeue_queues if several_queues else self.dequeue
-        tail = "date_part('epoch', j.created_at);"
-        assert statement.rstrip().endswith(tail)  # both dequeue files end this way
-        if traced:
-            statement = statement.rstrip()[:-1] + ", j.trace_context::text;\n"
-        if checkpoint:
-            statement = statement.rstrip()[:-1] + ", (j.metadata->'checkpoint')::text;\n"
-        if not completing:
-            return statement
-        head = "WITH next AS ("
-        assert head in statement  # both dequeue files start their CTEs this way
-        return statement.replace(head, f"WITH {self.dequeue_completing.strip()},\nnext AS (", 1)
+        name = "dequeue_queues" if several_queues else "dequeue"
+        flags = {"completing": completing, "traced": traced, "checkpoint": checkpoint}
+        return render(statement_files()[name], self.schema, flags)
 
     def limited_claim(self, *, traced: bool, checkpoint: bool) -> str:
-        """The claim of limited queues (sql/dequeue_limited.sql), with the trace context
-        (`traced`) and each job's saved state (`checkpoint`) as claim() adds them."""
-        statement = self.dequeue_limited_traced if traced else self.dequeue_limited
-        if not checkpoint:
-            return statement
-        head, sep, tail = statement.partition("\nFROM ")
-        assert sep and head.endswith("c.created_at" + (", c.trace_context" if traced else ""))
-        return f"{head}, c.checkpoint{sep}{tail}"
-
-    complete_error: str
-    release: str
-    release_orphans: str
-    heartbeat: str
-    rescue: str
-    prune: str
-    statistics_outgrown: str
-    analyze_jobs: str
-    insert_job: str
-    insert_jobs: str
-    insert_job_keyed: str
-    insert_jobs_keyed: str
-    set_concurrency_key: str
-    get_job: str
-    enqueue_unique: str
-    cancel: str
-    cancelled_jobs: str
-    status: str
-    set_queue_notify: str
-    locks: str
-    wait_for_skippers: str
-    hold_awake: str
-    notify_queues: str
-    release_awake: str
-    set_queue_paused: str
-    paused_queues: str
-    retry_jobs: str
-    failed_jobs_page: str
-    list_jobs: str
-    queue_stats: str
-    latest_failures: str
-    register_tasks: str
-    registered_tasks: str
-    insert_job_traced: str
-    insert_jobs_traced: str
-    worker_register: str
-    worker_deregister: str
-    expire_workers: str
-    queue_depth: str
-    schedule_register: str
-    schedule_state: str
-    take_ticks: str
-    schedule_status: str
-    complete_special: str
-    heartbeat_progress: str
-    commit_done: str
-    watch_jobs: str
-    finished_jobs: str
-    archive_state: str
-    archive_extend: str
-    archive_move: str
-    archive_drop: str
-    archive_restore: str
-    archive_partitions: str
-    set_archive_layout: str
+        """The claim of limited queues (sql/claim/dequeue_limited.sql), with the trace
+        context (`traced`) and each job's saved state (`checkpoint`) as claim() adds them."""
+        flags = {"traced": traced, "checkpoint": checkpoint}
+        return render(statement_files()["dequeue_limited"], self.schema, flags)

@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-from .._db.statements import render, validate_identifier
+from .._db.statements import Statements
 
 
-class OpsStatements:
-    """The read-only statements doctor, top and workers run (not the worker runtime's)."""
+class OpsStatements(Statements):
+    """The read-only statements doctor, top and workers run (not the worker runtime's):
+    `ops.<name>` is sql/ops/<name>.sql."""
 
     def __init__(self, schema: str) -> None:
-        self.schema = validate_identifier(schema)
-        for name in (
-            "workers",
-            "queue_activity",
-            "failed_jobs",
-            "doctor_sessions",
-            "doctor_blocked",
-            "doctor_table",
-            "doctor_stale_leases",
-            "doctor_pending_index",
-        ):
-            setattr(self, name, render(f"ops/{name}.sql", schema))
-
-    workers: str
-    queue_activity: str
-    failed_jobs: str
-    doctor_sessions: str
-    doctor_blocked: str
-    doctor_table: str
-    doctor_stale_leases: str
-    doctor_pending_index: str
+        super().__init__(schema, roles=frozenset({"ops"}))

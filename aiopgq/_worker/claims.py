@@ -4,7 +4,7 @@ A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them runnin
 in one statement; the `done`s the completer buffered ride along and commit with it.
 It reads the worker's queues that are not paused (pauses.py). Those with limits
 (concurrency, rate, per-key: see `Queue.configure`; pauses.py knows which) are
-claimed through their own statement, which applies them (sql/dequeue_limited.sql);
+claimed through their own statement, which applies them (sql/claim/dequeue_limited.sql);
 the others through the plain one, which never reads a queue's settings. The
 statements and their queue arguments are chosen again only when the paused set or
 the limited set changes.
@@ -153,7 +153,7 @@ class Claims:
             if row[0] is not None:
                 jobs.append(row)
                 continue
-            wait = row[7]  # see sql/dequeue_limited.sql
+            wait = row[7]  # see sql/claim/dequeue_limited.sql
             if wait < 0:
                 self.more = True
             else:

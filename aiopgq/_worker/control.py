@@ -3,17 +3,17 @@
 The channel's plain payload is a queue name: a wake-up (the insert trigger,
 release.sql, rescues). Operator actions send a JSON object with one key instead:
 
-    {"pause": "<queue>"}    sql/set_queue_paused.sql (Queue.pause)
-    {"resume": "<queue>"}   sql/set_queue_paused.sql (Queue.resume; the queue's name follows)
-    {"cancel": <job id>}    sql/cancel.sql (Queue.cancel of a running job)
-    {"limits": "<queue>"}   sql/configure_queue.sql (Queue.configure: read again which
+    {"pause": "<queue>"}    sql/admin/set_queue_paused.sql (Queue.pause)
+    {"resume": "<queue>"}   sql/admin/set_queue_paused.sql (Queue.resume; the queue's name follows)
+    {"cancel": <job id>}    sql/admin/cancel.sql (Queue.cancel of a running job)
+    {"limits": "<queue>"}   sql/admin/configure_queue.sql (Queue.configure: read again which
                             queues are paused or limited)
 
 A message is a hint, never an order: any role that can connect may NOTIFY on the
 channel, so the worker reads the state from the database before it acts. A pause,
 resume or limits message makes it read its queues' paused and limited sets again (one
 read, however many arrive meanwhile); a cancel message for a job it runs makes it read
-whether that job is cancelled (sql/cancelled_jobs.sql: one statement for the messages
+whether that job is cancelled (sql/lease/cancelled_jobs.sql: one statement for the messages
 that arrived together), and only then stop the handler. Messages for jobs it does not
 run cost nothing.
 

@@ -2,7 +2,7 @@
 
 A failed attempt is retried after its backoff or fails for good; a Snooze or an Abort
 has its own outcome; a job that reported progress carries it into every outcome
-(sql/complete_special.sql). The dispatcher and the handlers (handlers.py) both use these.
+(sql/complete/complete_special.sql). The dispatcher and the handlers (handlers.py) both use these.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ and tells the workers registry this worker is alive.
 The lease statement also carries the progress handlers reported since the last beat,
 and returns which jobs it renewed, which it found no longer ours (the fence stops
 those, leases.py), and which among them were cancelled meanwhile: the fallback for a
-cancel NOTIFY the listener missed (sql/heartbeat.sql).
+cancel NOTIFY the listener missed (sql/lease/heartbeat.sql).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ async def _beat(
     conn: Connection, sql: Statements, worker_id: str, ids: list[int], reported: list[JobContext]
 ) -> tuple[list[int], list[int], list[int]]:
     """Extend the leases of `ids` (with the progress `reported`): the ids renewed, lost
-    and cancelled (sql/heartbeat.sql)."""
+    and cancelled (sql/lease/heartbeat.sql)."""
     if reported:
         row = await conn.fetchrow(
             sql.heartbeat_progress,

@@ -186,7 +186,7 @@ async def _expire_workers(conn: Connection, sql: Statements) -> None:
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:
-    """ANALYZE jobs when it outgrew its statistics (see sql/statistics_outgrown.sql)."""
+    """ANALYZE jobs when it outgrew its statistics (see sql/maintain/statistics_outgrown.sql)."""
     async with _leading(conn, sql) as leader:
         if not leader or not await conn.fetchval(sql.statistics_outgrown):
             return

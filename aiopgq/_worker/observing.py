@@ -36,7 +36,8 @@ class ObservedSink:
 
     def error(self, job: Job, delay: float, error: str, final: bool) -> None:
         self._sink.error(job, delay, error, final)
-        # The statement fails the job for good at its last attempt (sql/complete_error.sql).
+        # The statement fails the job for good at its last attempt
+        # (sql/complete/complete_error.sql).
         last = final or job.attempts >= job.max_attempts
         self._end("failed" if last else "retried", error)
 

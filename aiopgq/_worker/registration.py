@@ -20,7 +20,7 @@ logger = logging.getLogger("aiopgq.worker")
 
 
 def declarations(tasks: Mapping[str, TaskSpec]) -> str:
-    """The tasks as the JSON array sql/register_tasks.sql reads, sorted by name."""
+    """The tasks as the JSON array sql/workers/register_tasks.sql reads, sorted by name."""
     return json.dumps(
         [
             {

@@ -1,7 +1,7 @@
 """Special outcomes: snoozes, aborts, and the outcomes of jobs that reported progress.
 
 Plain outcomes (done, error, release) keep their own lean statements; these carry
-more columns and go through sql/complete_special.sql, only when there are some.
+more columns and go through sql/complete/complete_special.sql, only when there are some.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class SpecialOutcomes:
         event: str | None = None,
         max_snoozes: int = 0,
     ) -> None:
-        """`kind` is 'done', 'error' or 'snooze' (see sql/complete_special.sql)."""
+        """`kind` is 'done', 'error' or 'snooze' (see sql/complete/complete_special.sql)."""
         self.ids.append(job.id)
         self.attempts.append(job.attempts)
         self.kinds.append(kind)

@@ -1,4 +1,4 @@
--- Per queue: jobs waiting, scheduled and running (as sql/queue_depth.sql), and the
+-- Per queue: jobs waiting, scheduled and running (as sql/read/queue_depth.sql), and the
 -- jobs that arrived and finished in the last $1 seconds. Read through the partial
 -- indexes only: a job created in the window is still pending, is running, or
 -- finished in the window, so no scan of the finished rows is needed for either rate.

@@ -1,5 +1,5 @@
 -- aiopgq.testing.run_jobs, after the run: the jobs unfinished before it ($1) and those
--- enqueued since ($2 the highest id before), as sql/get_job.sql reads one.
+-- enqueued since ($2 the highest id before), as sql/read/get_job.sql reads one.
 SELECT id, queue, task, payload::text, status::text, priority, attempts, max_attempts, run_at,
        locked_at, locked_by, heartbeat_at, last_error, result::text, created_at, finished_at,
        errors::text,

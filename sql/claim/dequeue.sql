@@ -10,7 +10,8 @@
 -- back as epoch seconds (float8, exact to the microsecond): asyncpg's decoding of
 -- each timestamptz costs more, and a batch of jobs enqueued together shares one
 -- value (aiopgq/_models.py, job_from_claimed_row, decodes each value once).
-WITH next AS (
+WITH {{#completing}}{{> claim/dequeue_completing.sql}},
+{{/completing}}next AS (
     SELECT ctid AS tid, id
     FROM {{schema}}.jobs
     WHERE status = 'pending' AND hashtext(queue) = hashtext($1) AND queue = $1
@@ -25,4 +26,4 @@ SET status = 'running', attempts = j.attempts + 1,
 FROM next
 WHERE j.ctid = next.tid AND j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts, j.max_attempts,
-          date_part('epoch', j.run_at), date_part('epoch', j.created_at);
+          date_part('epoch', j.run_at), date_part('epoch', j.created_at){{#traced}}, j.trace_context::text{{/traced}}{{#checkpoint}}, (j.metadata->'checkpoint')::text{{/checkpoint}};

@@ -5,7 +5,8 @@
 -- of those queues first), then the candidates are merged by priority. Rows locked
 -- beyond the final LIMIT are released when the statement commits. The update
 -- finds the rows by ctid, as in dequeue.sql.
-WITH next AS (
+WITH {{#completing}}{{> claim/dequeue_completing.sql}},
+{{/completing}}next AS (
     SELECT c.tid, c.id
     FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
@@ -26,4 +27,4 @@ SET status = 'running', attempts = j.attempts + 1,
 FROM next
 WHERE j.ctid = next.tid AND j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload::text, j.priority, j.attempts, j.max_attempts,
-          date_part('epoch', j.run_at), date_part('epoch', j.created_at);
+          date_part('epoch', j.run_at), date_part('epoch', j.created_at){{#traced}}, j.trace_context::text{{/traced}}{{#checkpoint}}, (j.metadata->'checkpoint')::text{{/checkpoint}};
