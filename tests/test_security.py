@@ -11,10 +11,9 @@ import pytest
 
 from aiopgq import ConfigurationError, JobStatus, Queue
 from aiopgq._db.dsn import redact
-from aiopgq._db.migrations import migrations
-from aiopgq._db.statements import render
 
 from .helpers import eventually
+from .support.legacy_schema import install_up_to
 
 
 @pytest.fixture
@@ -121,21 +120,15 @@ async def test_roles_granted_before_version_10_get_its_functions(
     dsn: str, schema: str, conn: asyncpg.Connection
 ) -> None:
     quoted = f'"{schema}"'
-    await conn.execute(
-        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
-        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-    for version, name in migrations():
-        if version < 10:
-            await conn.execute(render(f"migrations/{name}", schema))
-            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    await install_up_to(conn, schema, 9)
     suffix = uuid.uuid4().hex[:8]
     producer, worker = f"old_producer_{suffix}", f"old_worker_{suffix}"
     try:
         for role, grant in ((producer, "grant_producer"), (worker, "grant_worker")):
             await conn.execute(f'CREATE ROLE "{role}" LOGIN')
             await conn.execute(f"SELECT {quoted}.{grant}($1)", role)
-        assert 10 in await Queue(dsn, schema=schema).migrate()
+        await install_up_to(conn, schema, 19, after=9)
+        assert 21 in await Queue(dsn, schema=schema).migrate()
         can = "SELECT has_function_privilege($1, $2, 'EXECUTE')"
         unique = f"{quoted}.enqueue_unique(text, jsonb, text[], text, integer, timestamptz, "
         unique += "integer, interval, text)"

@@ -1,9 +1,11 @@
-"""Migrations: numbered SQL files applied in order, the version kept in the database."""
+"""Migrations: a baseline for fresh installs, numbered SQL files that upgrade installed
+schemas, then the functions of sql/functions/; the version kept in the database."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import re
 import zlib
@@ -18,11 +20,13 @@ from .statements import SQL_DIR, quote_identifier, render, validate_identifier
 logger = logging.getLogger("aiopgq.schema")
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_BASELINE_NAME = re.compile(r"^baseline_(\d{4})\.sql$")
 
 
 @functools.cache
 def migrations() -> list[tuple[int, str]]:
-    """(version, file name) of every migration shipped with this aiopgq, in order.
+    """(version, file name) of every numbered migration shipped with this aiopgq, in order:
+    they upgrade an installed schema from the version before the first one.
 
     Read once per process: the version a running process needs does not change.
     """
@@ -34,9 +38,32 @@ def migrations() -> list[tuple[int, str]]:
     return sorted(found)
 
 
+@functools.cache
+def baseline() -> tuple[int, str]:
+    """(version, file name) of the baseline: the whole schema at that version, tables and
+    data without the functions, for a fresh install."""
+    found = []
+    for path in (SQL_DIR / "migrations").iterdir():
+        match = _BASELINE_NAME.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path.name))
+    return max(found)
+
+
+@functools.cache
+def function_files() -> list[str]:
+    """The files of sql/functions/, in the order they are applied (by name)."""
+    return sorted(path.name for path in (SQL_DIR / "functions").glob("*.sql"))
+
+
 def code_version() -> int:
     """The schema version this aiopgq needs."""
-    return migrations()[-1][0]
+    return max(baseline()[0], migrations()[-1][0])
+
+
+def oldest_upgradable() -> int:
+    """The oldest installed version the numbered migrations upgrade."""
+    return migrations()[0][0] - 1
 
 
 def _lock_key(schema: str) -> int:
@@ -76,6 +103,17 @@ async def migrate(conn: Connection, schema: str) -> list[int]:
         current = await database_version(conn, schema) or 0
         if current > code_version():
             raise SchemaError(_newer_message(schema, current))
+        if current == 0:
+            version, name = baseline()
+            logger.info("installing schema %s at version %s (%s)", schema, version, name)
+            await conn.execute(render(f"migrations/{name}", schema))
+            await conn.execute(
+                f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", version
+            )
+            applied.append(version)
+            current = version
+        elif current < oldest_upgradable():
+            raise SchemaError(_older_message(schema, current))
         for version, name in migrations():
             if version <= current:
                 continue
@@ -85,7 +123,37 @@ async def migrate(conn: Connection, schema: str) -> list[int]:
                 f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", version
             )
             applied.append(version)
+        await _apply_functions(conn, schema, every=bool(applied))
     return applied
+
+
+async def _apply_functions(conn: Connection, schema: str, *, every: bool) -> None:
+    """(Re)create the functions of sql/functions/ whose file changed since they were last
+    applied to this schema, or all of them (`every`) after a migration, which may have
+    dropped one or what it depends on. Each file is idempotent (CREATE OR REPLACE)."""
+    quoted = quote_identifier(schema)
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted}.schema_functions ("
+        "file text PRIMARY KEY, checksum text NOT NULL, "
+        "applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    known = dict(await conn.fetch(f"SELECT file, checksum FROM {quoted}.schema_functions"))
+    for name in function_files():
+        text = render(f"functions/{name}", schema)
+        checksum = hashlib.sha256(text.encode()).hexdigest()
+        if not every and known.get(name) == checksum:
+            continue
+        logger.info("applying functions/%s to schema %s", name, schema)
+        await conn.execute(text)
+        await conn.execute(
+            f"INSERT INTO {quoted}.schema_functions (file, checksum) VALUES ($1, $2) "
+            "ON CONFLICT (file) DO UPDATE SET checksum = $2, applied_at = now()",
+            name,
+            checksum,
+        )
+    gone = [name for name in known if name not in function_files()]
+    if gone:
+        await conn.execute(f"DELETE FROM {quoted}.schema_functions WHERE file = ANY($1)", gone)
 
 
 async def check_version(conn: Connection, schema: str) -> None:
@@ -104,6 +172,16 @@ async def check_version(conn: Connection, schema: str) -> None:
         )
     if current > needed:
         raise SchemaError(_newer_message(schema, current))
+
+
+def _older_message(schema: str, current: int) -> str:
+    oldest = oldest_upgradable()
+    return (
+        f"schema {schema} is at version {current}, older than this aiopgq upgrades (from "
+        f"version {oldest} on): run `aiopgq migrate` with an aiopgq that upgrades it to "
+        f"version {oldest} or later first (one whose schema version is {oldest} to 20), "
+        "then with this one"
+    )
 
 
 def _newer_message(schema: str, current: int) -> str:

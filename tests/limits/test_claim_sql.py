@@ -9,10 +9,9 @@ import time
 import asyncpg
 
 from aiopgq import Queue
-from aiopgq._db.migrations import migrations
-from aiopgq._db.statements import render
 
 from ..helpers import eventually
+from ..support.legacy_schema import install_up_to
 
 
 async def claim(
@@ -161,17 +160,11 @@ async def test_no_index_on_jobs_until_a_queue_gets_a_key_limit(
         f"JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = '{quoted}.jobs'::regclass "
         "AND i.indisvalid"
     )
-    await conn.execute(
-        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
-        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-    for version, name in migrations():
-        if version < 16:
-            await conn.execute(render(f"migrations/{name}", schema))
-            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    await install_up_to(conn, schema, 15)
     before = await conn.fetchval(indexes)
     queue = Queue(dsn, schema=schema)
-    assert 16 in await queue.migrate()
+    await install_up_to(conn, schema, 19, after=15)
+    assert 21 in await queue.migrate()
     assert await conn.fetchval(indexes) == before
     async with queue:
         await queue.configure("default", concurrency=3, rate=10.0)

@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from aiopgq import Queue
-from aiopgq._db.migrations import migrations
-from aiopgq._db.statements import render
+
+from ..support.legacy_schema import install_up_to
 
 
 @pytest.fixture
@@ -77,17 +77,11 @@ async def test_roles_granted_before_the_upgrade_get_what_limits_need(
 ) -> None:
     producer, worker = role_names
     quoted = f'"{schema}"'
-    await conn.execute(
-        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
-        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-    for version, name in migrations():
-        if version < 16:
-            await conn.execute(render(f"migrations/{name}", schema))
-            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    await install_up_to(conn, schema, 15)
     await conn.execute(f"SELECT {quoted}.grant_producer($1)", producer)
     await conn.execute(f"SELECT {quoted}.grant_worker($1)", worker)
     admin = Queue(dsn, schema=schema)
-    assert 16 in await admin.migrate()
+    await install_up_to(conn, schema, 19, after=15)
+    assert 21 in await admin.migrate()
     async with admin:
         await use_limits_as(dsn, schema, admin, producer, worker)

@@ -13,8 +13,8 @@ import asyncpg
 from aiopgq import Queue
 
 from ..helpers import eventually
+from ..support.legacy_schema import install_up_to
 from ..worker.test_processes import cli, run_cli
-from .test_upgrade import install_up_to
 
 
 def doctor(dsn: str, schema: str, *options: str) -> tuple[int, dict[str, Any]]:
@@ -155,6 +155,7 @@ async def test_names_a_schema_behind_the_code(
     assert "at version 8, this aiopgq needs" in checks["schema"]["summary"]
     assert checks["schema"]["fix"] == "aiopgq migrate"
     assert checks["claim_plan"]["verdict"] == "skip"
+    await install_up_to(conn, schema, 19, after=8)
     await Queue(dsn, schema=schema).migrate()
     _, checks = await run_doctor(dsn, schema)
     assert checks["schema"]["verdict"] == "ok"

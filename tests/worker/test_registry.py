@@ -11,10 +11,9 @@ import asyncpg
 import pytest
 
 from aiopgq import Job, Queue, TaskNotFound
-from aiopgq._db.migrations import migrations
-from aiopgq._db.statements import render
 
 from ..helpers import eventually
+from ..support.legacy_schema import install_up_to
 from .test_processes import cli, run_cli
 
 APP_TASKS = ["app.crash", "app.mail", "app.noop", "app.sleep", "app.span"]
@@ -203,14 +202,7 @@ async def test_roles_granted_before_the_registry_can_use_it_after_migrating(
     dsn: str, schema: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     quoted = f'"{schema}"'
-    await conn.execute(
-        f"CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.schema_version "
-        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-    for version, name in migrations():
-        if version <= 8:
-            await conn.execute(render(f"migrations/{name}", schema))
-            await conn.execute(f"INSERT INTO {quoted}.schema_version VALUES ($1)", version)
+    await install_up_to(conn, schema, 8)
     suffix = uuid.uuid4().hex[:8]
     producer_role, worker_role = f"aiopgq_p_{suffix}", f"aiopgq_w_{suffix}"
     for role in (producer_role, worker_role):
@@ -218,6 +210,7 @@ async def test_roles_granted_before_the_registry_can_use_it_after_migrating(
     await conn.execute(f"SELECT {quoted}.grant_producer($1)", producer_role)
     await conn.execute(f"SELECT {quoted}.grant_worker($1)", worker_role)
     try:
+        await install_up_to(conn, schema, 19, after=8)
         await Queue(dsn, schema=schema).migrate()
         worker_queue = Queue(dsn, schema=schema, connect_kwargs={"user": worker_role})
 

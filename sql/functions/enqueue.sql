@@ -1,0 +1,78 @@
+-- Enqueue one job from SQL, with the task's registered defaults and argument checks:
+--   SELECT aiopgq.enqueue('send_email', '{"to": "a@example.com"}');
+--   SELECT aiopgq.enqueue('report', '{}', concurrency_key => 'customer-42');
+-- With an idempotency_key it goes through enqueue_unique() (unique_for, on_conflict).
+-- It runs as its caller (EXECUTE is PUBLIC's): the caller's grants on jobs decide.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '{}'::jsonb,
+    queue text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT now(),
+    priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT NULL::integer,
+    idempotency_key text DEFAULT NULL::text, unique_for interval DEFAULT NULL::interval,
+    on_conflict text DEFAULT 'ignore'::text, concurrency_key text DEFAULT NULL::text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+    declared {{schema}}.tasks%ROWTYPE;
+    known text;
+    new_id bigint;
+BEGIN
+    SELECT * INTO declared FROM {{schema}}.tasks t WHERE t.name = enqueue.task;
+    IF NOT FOUND THEN
+        SELECT string_agg(t.name, ', ' ORDER BY t.name) INTO known FROM {{schema}}.tasks t;
+        IF known IS NOT NULL THEN
+            RAISE EXCEPTION 'no task named % is registered (known: %)',
+                quote_literal(enqueue.task), known
+                USING ERRCODE = 'no_data_found',
+                      HINT = 'check the name, or start a worker whose queue registers the task';
+        END IF;
+    ELSIF NOT declared.any_keyword OR NOT coalesce(enqueue.payload, '{}') ?& declared.required THEN
+        SELECT string_agg(quote_literal(k), ', ') INTO known
+        FROM jsonb_object_keys(coalesce(enqueue.payload, '{}')) AS k
+        WHERE NOT declared.any_keyword AND k <> ALL (declared.arguments);
+        IF known IS NOT NULL THEN
+            RAISE EXCEPTION 'task %: unexpected argument(s) %', enqueue.task, known
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('the task takes %s', array_to_string(declared.arguments, ', '));
+        END IF;
+        SELECT string_agg(quote_literal(r), ', ') INTO known
+        FROM unnest(declared.required) AS r
+        WHERE NOT coalesce(enqueue.payload, '{}') ? r;
+        IF known IS NOT NULL THEN
+            RAISE EXCEPTION 'task %: missing required argument(s) %', enqueue.task, known
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('the task takes %s', array_to_string(declared.arguments, ', '));
+        END IF;
+    END IF;
+    IF enqueue.idempotency_key IS NULL THEN
+        IF enqueue.unique_for IS NOT NULL OR enqueue.on_conflict IS DISTINCT FROM 'ignore' THEN
+            RAISE EXCEPTION 'unique_for and on_conflict need an idempotency_key'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        INSERT INTO {{schema}}.jobs (task, payload, queue, run_at, priority, max_attempts,
+                                     concurrency_key)
+        VALUES (enqueue.task, coalesce(enqueue.payload, '{}'::jsonb),
+                coalesce(enqueue.queue, declared.queue, 'default'),
+                coalesce(enqueue.run_at, now()),
+                coalesce(enqueue.priority, declared.priority, 0),
+                coalesce(enqueue.max_attempts, declared.max_attempts, 5),
+                enqueue.concurrency_key)
+        RETURNING id INTO new_id;
+        RETURN new_id;
+    END IF;
+    SELECT u.id INTO new_id
+    FROM {{schema}}.enqueue_unique(
+        enqueue.task, jsonb_build_array(coalesce(enqueue.payload, '{}'::jsonb)),
+        ARRAY[enqueue.idempotency_key], coalesce(enqueue.queue, declared.queue, 'default'),
+        coalesce(enqueue.priority, declared.priority, 0), enqueue.run_at,
+        coalesce(enqueue.max_attempts, declared.max_attempts, 5),
+        enqueue.unique_for, enqueue.on_conflict) AS u;
+    IF enqueue.concurrency_key IS NOT NULL THEN
+        -- enqueue_unique() takes no key: set it in this transaction, as Queue.enqueue does
+        -- (sql/enqueue/set_concurrency_key.sql), before any claim can see the job.
+        UPDATE {{schema}}.jobs j SET concurrency_key = enqueue.concurrency_key
+        WHERE j.id = new_id;
+    END IF;
+    RETURN new_id;
+END
+$function$;

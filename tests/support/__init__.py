@@ -1,0 +1,1 @@
+"""Code the tests share."""
