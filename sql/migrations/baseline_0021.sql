@@ -1,8 +1,7 @@
 -- aiopgq schema, version 21, for a fresh install: the tables, types, indexes and
 -- constraints as the numbered migrations up to 21 leave them, without the functions and
 -- the trigger (sql/functions/, applied after this) and schema_version (migrate() makes
--- it). An installed schema is upgraded by
--- the numbered migrations instead (sql/README.md).
+-- it). An installed schema is upgraded by the numbered migrations instead (sql/README.md).
 
 
 CREATE TYPE {{schema}}.job_status AS ENUM (
