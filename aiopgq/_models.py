@@ -89,6 +89,7 @@ class Job:
     progress: float | None = None
     checkpoint: Any = None
     history: tuple[JobEvent, ...] = ()
+    concurrency_key: str | None = None  # the job's key for its queue's per-key limit
     # The Queue that returned this Job (enqueue, get_job, list_jobs): what wait() waits on.
     # None for a Job made elsewhere (unpickled, copied, or built by hand).
     waiter: JobWaiter | None = field(default=None, repr=False, compare=False)
@@ -263,6 +264,7 @@ def job_from_record(
         progress=metadata.get("progress"),
         checkpoint=metadata.get("checkpoint"),
         history=history_of(metadata.get("history") or ()),
+        concurrency_key=row.get("concurrency_key"),
         waiter=waiter,
     )
     return job
