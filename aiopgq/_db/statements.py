@@ -104,7 +104,6 @@ class Statements:
             "enqueue_unique",
             "cancel",
             "cancelled_jobs",
-            "status",
             "set_queue_notify",
             "locks",
             "wait_for_skippers",
@@ -125,7 +124,6 @@ class Statements:
             "worker_register",
             "worker_deregister",
             "expire_workers",
-            "queue_depth",
             "schedule_register",
             "schedule_state",
             "take_ticks",
@@ -211,7 +209,6 @@ class Statements:
     enqueue_unique: str
     cancel: str
     cancelled_jobs: str
-    status: str
     set_queue_notify: str
     locks: str
     wait_for_skippers: str
@@ -232,7 +229,6 @@ class Statements:
     worker_register: str
     worker_deregister: str
     expire_workers: str
-    queue_depth: str
     schedule_register: str
     schedule_state: str
     take_ticks: str

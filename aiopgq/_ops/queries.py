@@ -12,8 +12,6 @@ class OpsStatements:
         self.schema = validate_identifier(schema)
         for name in (
             "workers",
-            "queue_activity",
-            "failed_jobs",
             "doctor_sessions",
             "doctor_blocked",
             "doctor_table",
@@ -21,10 +19,11 @@ class OpsStatements:
             "doctor_pending_index",
         ):
             setattr(self, name, render(f"ops/{name}.sql", schema))
+        # The queues' one summary, as every other view reads it.
+        self.queue_stats = render("queue_stats.sql", schema)
 
     workers: str
-    queue_activity: str
-    failed_jobs: str
+    queue_stats: str
     doctor_sessions: str
     doctor_blocked: str
     doctor_table: str
