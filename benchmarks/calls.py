@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import contextlib
+import cProfile
 import json
 import os
 import pstats
