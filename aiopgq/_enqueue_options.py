@@ -16,17 +16,16 @@ OnConflict = Literal["ignore", "replace", "raise"]
 ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 
 
-class SharedOptions(TypedDict, total=False):
-    """The options of every enqueue, one job or many (None: the task's, else the default).
+class JobOptions(TypedDict, total=False):
+    """Where, when and how a job runs: the options of every enqueue path (None: the
+    task's setting, else the default).
 
     queue: the queue's name (the task's, else "default"). run_at: when the job may start
-    (an aware datetime) or delay: seconds or a timedelta from now. priority: lower runs
-    first (32-bit). max_attempts: runs before it fails for good. connection: an asyncpg
-    connection of yours: the job commits with your transaction. on_conflict and
+    (an aware datetime), or delay: seconds or a timedelta from now. priority: a 32-bit
+    int, higher runs first. max_attempts: runs before it ends failed. on_conflict and
     unique_for: what a held idempotency key does ("ignore", "replace", "raise") and how
     long a done job keeps its key. concurrency_key: the job's key for its queue's
-    per-key limit. enqueue_retry_for: seconds (or a timedelta) to wait out an
-    unreachable database (the Queue's setting when None).
+    per-key limit.
     """
 
     queue: str | None
@@ -34,31 +33,52 @@ class SharedOptions(TypedDict, total=False):
     delay: timedelta | float | None
     priority: int | None
     max_attempts: int | None
-    connection: Connection | None
     on_conflict: OnConflict
     unique_for: timedelta | float | None
     concurrency_key: str | None
-    enqueue_retry_for: float | timedelta | None
 
 
-class EnqueueOptions(SharedOptions, total=False):
-    """The options of one job: the shared ones and its idempotency key."""
-
-    idempotency_key: str | None
+class _OneKey(TypedDict, total=False):
+    idempotency_key: str | None  # while a job holds this key, enqueue returns that job
 
 
-class EnqueueManyOptions(SharedOptions, total=False):
-    """The options of many jobs: the shared ones and one idempotency key (or None) per job."""
-
-    idempotency_keys: Sequence[str | None] | None
+class _ManyKeys(TypedDict, total=False):
+    idempotency_keys: Sequence[str | None] | None  # one key (or None) per payload
 
 
-ONE_JOB_OPTIONS = frozenset(EnqueueOptions.__annotations__) | frozenset(
-    SharedOptions.__annotations__
-)
-MANY_JOBS_OPTIONS = frozenset(EnqueueManyOptions.__annotations__) | frozenset(
-    SharedOptions.__annotations__
-)
+class _AsyncCall(TypedDict, total=False):
+    connection: Connection | None  # yours: the job commits with your transaction
+    enqueue_retry_for: float | timedelta | None  # wait out an unreachable database
+
+
+class _SyncCall(TypedDict, total=False):
+    connection: Any  # a psycopg connection of yours: the job commits with it
+
+
+class EnqueueOptions(JobOptions, _OneKey, _AsyncCall, total=False):
+    """The options of Queue.enqueue and Task.enqueue."""
+
+
+class EnqueueManyOptions(JobOptions, _ManyKeys, _AsyncCall, total=False):
+    """The options of Queue.enqueue_many/copy_many and Task.enqueue_many/copy_many."""
+
+
+class SyncEnqueueOptions(JobOptions, _OneKey, _SyncCall, total=False):
+    """The options of SyncQueue.enqueue."""
+
+
+class SyncEnqueueManyOptions(JobOptions, _ManyKeys, _SyncCall, total=False):
+    """The options of SyncQueue.enqueue_many."""
+
+
+def _names(options: type) -> frozenset[str]:
+    return frozenset(options.__required_keys__ | options.__optional_keys__)  # type: ignore[attr-defined]
+
+
+ONE_JOB_OPTIONS = _names(EnqueueOptions)
+MANY_JOBS_OPTIONS = _names(EnqueueManyOptions)
+SYNC_ONE_JOB_OPTIONS = _names(SyncEnqueueOptions)
+SYNC_MANY_JOBS_OPTIONS = _names(SyncEnqueueManyOptions)
 # A task cannot have a parameter of these names: Task.enqueue takes both in one call.
 OPTION_NAMES = ONE_JOB_OPTIONS | MANY_JOBS_OPTIONS
 

@@ -89,6 +89,7 @@ class Job:
     progress: float | None = None
     checkpoint: Any = None
     history: tuple[JobEvent, ...] = ()
+    concurrency_key: str | None = None  # the job's key for its queue's per-key limit
     # The Queue that returned this Job (enqueue, get_job, list_jobs): what wait() waits on.
     # None for a Job made elsewhere (unpickled, copied, or built by hand).
     waiter: JobWaiter | None = field(default=None, repr=False, compare=False)
@@ -120,7 +121,9 @@ class Job:
 
 @dataclass(frozen=True)
 class QueueStats:
-    """One queue now, and what went through it in the last `window` seconds.
+    """One queue now, and what went through it in the last `window` seconds (inf: every
+    job retained): the one summary that Queue.queue_stats and status, `aiopgq status` and
+    `top`, the dashboard and the workers' /metrics all read (sql/read/queue_stats.sql).
 
     >>> for q in await queue.queue_stats(window=60):
     ...     print(q.queue, q.runnable, q.running, f"{q.rate_in:.1f}/s", q.paused)
@@ -137,6 +140,12 @@ class QueueStats:
     oldest_runnable_age: float | None  # seconds the oldest runnable job has waited
     paused: bool
     window: float
+    progress: float | None = None  # the mean progress of the running jobs that report it
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any] | asyncpg.Record, window: float) -> QueueStats:
+        """A row of sql/read/queue_stats.sql read over `window` seconds."""
+        return cls(**dict(row), window=window)
 
     @property
     def rate_in(self) -> float:
@@ -263,6 +272,7 @@ def job_from_record(
         progress=metadata.get("progress"),
         checkpoint=metadata.get("checkpoint"),
         history=history_of(metadata.get("history") or ()),
+        concurrency_key=row.get("concurrency_key"),
         waiter=waiter,
     )
     return job

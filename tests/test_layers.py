@@ -20,7 +20,7 @@ ALLOWED_OUTSIDE = {
     "aiopgq._db": FOUNDATION,
     "aiopgq._embedded": FOUNDATION,
     # doctor, top, workers: read the database through _db, never the client or worker
-    "aiopgq._ops": FOUNDATION | {"aiopgq._db"},
+    "aiopgq._ops": FOUNDATION | {"aiopgq._db", "aiopgq._models"},
 }
 # The vocabulary: what a job, a task, an option, a payload is. It builds on _db only.
 VOCABULARY = {

@@ -131,24 +131,28 @@ def render(title: str, snapshot: Snapshot, window: float) -> Group:
 
     stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.taken_at))
     head = Text.assemble((title, "bold"), f"  {stamp}  (q quits)")
-    queues = Table(title=f"queues (rates over {window:g} s)", title_justify="left", expand=True)
-    for column in ("queue", "pending", "scheduled", "running", "failed", "in/s", "out/s"):
+    queues = Table(
+        title=f"queues (failed and rates over {window:g} s)", title_justify="left", expand=True
+    )
+    columns = ("queue", "pending", "scheduled", "running", "failed", "in/s", "out/s", "paused")
+    for column in columns:
         queues.add_column(column, justify="left" if column == "queue" else "right")
     queues.add_column("oldest runnable", justify="right")
     for q in snapshot.queues:
         oldest = q.oldest_runnable_age
         queues.add_row(
             q.queue,
-            str(q.pending),
+            str(q.runnable),
             str(q.scheduled),
             str(q.running),
             Text(str(q.failed), style="red" if q.failed else ""),
             f"{q.rate_in:.1f}",
             f"{q.rate_out:.1f}",
+            Text("paused", style="yellow") if q.paused else "",
             Text(age(oldest), style="yellow" if oldest and oldest > 10 else ""),
         )
     if not snapshot.queues:
-        queues.add_row("(no jobs)", *[""] * 7)
+        queues.add_row("(no jobs)", *[""] * 8)
     workers = Table(title="workers", title_justify="left", expand=True)
     for column in ("worker", "host", "pid", "queues", "running", "version", "up", "seen"):
         right = column in ("pid", "running", "up", "seen")

@@ -24,20 +24,18 @@ from .._enqueue_options import (
     ONE_JOB_OPTIONS,
     EnqueueManyOptions,
     EnqueueOptions,
-    Options,
     TaskDefaults,
     check_option_names,
-    resolve_options,
 )
 from .._errors import PayloadTooLarge
 from .._models import Job, build_job
 from .._observer import observe_enqueue
-from .._payload import encode_payload
 from .core import Core
 from .hooks import Hooks
-from .inserts import Batch, copy_batch, insert_batch, insert_job, make_batch
+from .inserts import Batch, copy_batch, insert_batch, insert_job
+from .prepare import prepare_many, prepare_one
 from .task_registry import Declaration
-from .unique import enqueue_unique, uniqueness
+from .unique import Uniqueness, enqueue_unique
 
 
 class Enqueue:
@@ -61,27 +59,20 @@ class Enqueue:
             check_option_names(options, ONE_JOB_OPTIONS, "enqueue")
         connection = options.get("connection")
         retry_for = options.get("enqueue_retry_for")
-        defaults: TaskDefaults | None = known
-        if known is None:
-            registered = core.tasks.get(task)
-            if registered is not None:
-                defaults = registered
-                if payload is not None:
-                    payload = registered.bind((), payload)  # same checks as Task.enqueue()
-            else:  # not registered here: the registry's declaration, if any
-                defaults = await self.declared(task, connection, retry_for)
-                if defaults is not None:
-                    defaults.check_keywords(payload or {})
-        arguments = dict(payload or {})
-        text = encode_payload(arguments, task, core.max_payload_bytes)
-        opts = _resolve(defaults, options)
-        key = options.get("idempotency_key")
-        unique = uniqueness(
-            None if key is None else [key],
-            1,
-            options.get("unique_for"),
-            options.get("on_conflict", "ignore"),
+        defaults: TaskDefaults | None = known or core.tasks.get(task)
+        if defaults is None:  # not registered here: the registry's declaration, if any
+            defaults = await self.declared(task, connection, retry_for)
+        prepared = prepare_one(
+            task,
+            payload,
+            defaults,
+            options,
+            options.get("idempotency_key"),
+            core.max_payload_bytes,
+            checked=known is not None,
         )
+        arguments, text, opts = prepared.arguments, prepared.text, prepared.options
+        unique = prepared.unique
         if unique is not None:
             with payload_limit_as_error(core.schema, task):
                 jobs, _ = await enqueue_unique(
@@ -112,6 +103,7 @@ class Enqueue:
             run_at=row[1],
             created_at=row[2],
             max_attempts=opts.max_attempts,
+            concurrency_key=opts.concurrency_key,
             waiter=self._waiter,
         )
         if self._hooks.enqueue_hooks:
@@ -237,7 +229,7 @@ class Enqueue:
         known: TaskDefaults | None,
         options: EnqueueManyOptions,
         call: str,
-    ) -> tuple[Batch, Any]:
+    ) -> tuple[Batch, Uniqueness | None]:
         """The payloads checked against the task here, else the registry's declaration,
         and the call's uniqueness (None without keys)."""
         if options:
@@ -247,12 +239,8 @@ class Enqueue:
             known = core.tasks.get(task) or await self.declared(
                 task, options.get("connection"), options.get("enqueue_retry_for")
             )
-        batch = make_batch(known, task, payloads, core.max_payload_bytes, _resolve(known, options))
-        unique = uniqueness(
-            options.get("idempotency_keys"),
-            len(batch.payloads),
-            options.get("unique_for"),
-            options.get("on_conflict", "ignore"),
+        batch, unique = prepare_many(
+            task, payloads, known, options, options.get("idempotency_keys"), core.max_payload_bytes
         )
         return batch, unique
 
@@ -281,15 +269,3 @@ def payload_limit_as_error(schema: str, task: str) -> Iterator[None]:
             f"and pass a reference, or have the schema's owner raise it with SELECT "
             f"{schema}.set_max_payload_bytes(n)"
         ) from None
-
-
-def _resolve(known: TaskDefaults | None, options: EnqueueOptions | EnqueueManyOptions) -> Options:
-    return resolve_options(
-        known,
-        queue=options.get("queue"),
-        run_at=options.get("run_at"),
-        delay=options.get("delay"),
-        priority=options.get("priority"),
-        max_attempts=options.get("max_attempts"),
-        concurrency_key=options.get("concurrency_key"),
-    )

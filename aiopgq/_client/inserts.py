@@ -126,6 +126,7 @@ async def insert_batch(
         run_at=opts.run_at or created_at,
         created_at=created_at,
         max_attempts=opts.max_attempts,
+        concurrency_key=opts.concurrency_key,
         waiter=waiter,  # a key of the fields every job copies: no work per job
     )
 

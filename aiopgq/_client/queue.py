@@ -675,19 +675,26 @@ class Queue:
         )
 
     async def status(self) -> list[dict[str, Any]]:
-        """Job counts per queue and status, with the age of the oldest runnable job."""
+        """Job counts per queue and status over every job kept (the archive included), as
+        `{"queue", "status", "jobs", "oldest_runnable_age", "progress"}` dicts: the rows of
+        `queue_stats(window=None)`, for `aiopgq status`. Reads every finished row kept:
+        for live views, poll `queue_stats()` instead.
+
+        >>> {(r["queue"], r["status"]): r["jobs"] for r in await queue.status()}
+        """
         return await self._read.status()
 
     async def blocked_sessions(self) -> list[dict[str, Any]]:
         """Sessions of this database waiting on a lock, with the pids blocking them."""
         return await self._read.blocked_sessions()
 
-    async def queue_stats(self, *, window: float = 60.0) -> list[QueueStats]:
+    async def queue_stats(self, *, window: float | None = 60.0) -> list[QueueStats]:
         """Every queue with jobs pending, running or finished in the last `window` seconds,
-        or paused: its depth, what arrived and finished in the window, its pause state.
+        or paused: its depth, what arrived and finished in the window, the mean progress
+        of its running jobs, its pause state. `window=None`: every job kept.
 
-        It reads the partial indexes of pending, running and recently finished jobs, not
-        the table: cheap enough to poll every second or two.
+        With a window it reads the partial indexes of pending, running and recently
+        finished jobs, not the table: cheap enough to poll every second or two.
 
         >>> stats = await queue.queue_stats(window=60)
         >>> {q.queue: q.runnable for q in stats}

@@ -66,11 +66,28 @@ class Read:
         return [decoded_job(row, self._waiter) for row in rows]
 
     async def status(self) -> list[dict[str, Any]]:
-        """Job counts per queue and status, with the age of the oldest runnable job."""
-        async with self._core.pool.acquire() as conn:
-            with missing_schema_as_error(self._core.schema):
-                rows = await conn.fetch(self._core.sql.status)
-        return [dict(row) for row in rows]
+        """Job counts per queue and status over every retained job (the summary's rows)."""
+        rows: list[dict[str, Any]] = []
+        for q in await self.queue_stats(window=None):
+            counts = (
+                ("cancelled", q.cancelled, None, None),
+                ("done", q.done, None, None),
+                ("failed", q.failed, None, None),
+                ("pending", q.runnable + q.scheduled, q.oldest_runnable_age, None),
+                ("running", q.running, None, q.progress),
+            )
+            for status, jobs, age, progress in counts:
+                if jobs:
+                    rows.append(
+                        {
+                            "queue": q.queue,
+                            "status": status,
+                            "jobs": jobs,
+                            "oldest_runnable_age": age,
+                            "progress": progress,
+                        }
+                    )
+        return rows
 
     async def blocked_sessions(self) -> list[dict[str, Any]]:
         """Sessions of this database waiting on a lock, with the pids blocking them."""
@@ -78,16 +95,18 @@ class Read:
             rows = await conn.fetch(self._core.sql.locks)
         return [dict(row) for row in rows]
 
-    async def queue_stats(self, *, window: float = 60.0) -> list[QueueStats]:
-        """Every queue with jobs pending, running or finished in the last `window` seconds, ..."""
-        if isinstance(window, bool) or not isinstance(window, (int, float)):
-            raise TypeError(f"window must be seconds (a number > 0), got {window!r}")
-        if not math.isfinite(window) or window <= 0:
-            raise ValueError(f"window must be seconds > 0, got {window!r}")
+    async def queue_stats(self, *, window: float | None = 60.0) -> list[QueueStats]:
+        """Every queue with jobs now or in the window, or paused (None: every job kept)."""
+        if window is not None:
+            if isinstance(window, bool) or not isinstance(window, (int, float)):
+                raise TypeError(f"window must be seconds (a number > 0), got {window!r}")
+            if not math.isfinite(window) or window <= 0:
+                raise ValueError(f"window must be seconds > 0, got {window!r}")
+        seconds = None if window is None else float(window)
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
-                rows = await conn.fetch(self._core.sql.queue_stats, float(window))
-        return [QueueStats(**dict(row), window=float(window)) for row in rows]
+                rows = await conn.fetch(self._core.sql.queue_stats, seconds)
+        return [QueueStats.of(row, math.inf if seconds is None else seconds) for row in rows]
 
     async def latest_failures(self, limit: int = 10, *, preview: bool = False) -> list[Job]:
         """The jobs that failed last, newest first (by when they failed)."""

@@ -8,30 +8,46 @@ trigger notifies the workers, at the commit of the caller's transaction.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._db.dsn import check_dsn, redact, resolve_dsn
 from .._db.statements import for_psycopg, render, statement_files, validate_identifier
-from .._enqueue_options import TaskDefaults, resolve_options
+from .._enqueue_options import (
+    SYNC_MANY_JOBS_OPTIONS,
+    SYNC_ONE_JOB_OPTIONS,
+    Options,
+    SyncEnqueueManyOptions,
+    SyncEnqueueOptions,
+    TaskDefaults,
+    check_option_names,
+)
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, build_job, build_jobs, job_from_record
-from .._payload import encode_payload
 from .._task import Task
-from .inserts import Batch, make_batch
+from .prepare import prepare_many, prepare_one
 from .queue import Queue
 from .task_registry import Declaration, RegistryCache
+from .unique import Uniqueness, duplicate_job, unique_jobs
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import Unpack
 
 if TYPE_CHECKING:
     import psycopg
 
 _STATEMENTS = (
     "insert_job",
+    "insert_job_keyed",
     "insert_jobs",
-    "enqueue_keyed",
+    "insert_jobs_keyed",
+    "enqueue_unique",
+    "set_concurrency_key",
     "get_job",
     "registered_tasks",
 )
@@ -93,92 +109,86 @@ class SyncQueue:
         self,
         task: str,
         payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: psycopg.Connection[Any] | None = None,
-        idempotency_key: str | None = None,
+        **options: Unpack[SyncEnqueueOptions],
     ) -> Job:
-        """Enqueue a job by task name, with Queue.enqueue's checks and defaults.
+        """Enqueue a job by task name, with Queue.enqueue's checks, defaults and options
+        (`connection`: a psycopg connection of yours, the job commits with it).
 
         >>> with conn.transaction():  # your psycopg connection
         ...     queue.enqueue("mail.send", {"to": "a@example.com"}, connection=conn)
         """
-        with self._connection(connection) as conn:
-            known = self.tasks.get(task)
-            defaults: TaskDefaults | None = known
-            if known is not None:
-                if payload is not None:
-                    payload = known.bind((), payload)  # as Task.enqueue checks it
-            else:  # the registry's declaration, if any
-                defaults = self._declared(task, conn)
-                if defaults is not None:
-                    defaults.check_keywords(payload or {})
-            arguments = dict(payload or {})
-            text = encode_payload(arguments, task, self.max_payload_bytes)
-            opts = resolve_options(
-                defaults,
-                queue=queue,
-                run_at=run_at,
-                delay=delay,
-                priority=priority,
-                max_attempts=max_attempts,
+        if options:
+            check_option_names(options, SYNC_ONE_JOB_OPTIONS, "enqueue")
+        with self._connection(options.get("connection")) as conn:
+            job = prepare_one(
+                task,
+                payload,
+                self._defaults(task, conn),
+                options,
+                options.get("idempotency_key"),
+                self.max_payload_bytes,
             )
-            values = (task, text, opts.queue, opts.priority, opts.run_at, opts.max_attempts)
-            params = _params(*values)
-            if idempotency_key is not None:  # the job holding the key, as it is stored
-                keyed = self._fetchone(conn, "enqueue_keyed", _params(*values, idempotency_key))
-                assert keyed is not None
-                return self.get_job(keyed[0], connection=conn)
-            row = self._fetchone(conn, "insert_job", params)
+            opts = job.options
+            if job.unique is not None:
+                jobs, _ = self._enqueue_unique(
+                    conn, task, [job.arguments], f"[{job.text}]", opts, job.unique
+                )
+                return jobs[0]
+            values = (task, job.text, opts.queue, opts.priority, opts.run_at, opts.max_attempts)
+            if opts.concurrency_key is None:
+                row = self._fetchone(conn, "insert_job", _params(*values))
+            else:
+                row = self._fetchone(
+                    conn, "insert_job_keyed", _params(*values, opts.concurrency_key, None)
+                )
         assert row is not None
         return build_job(
             id=row[0],
             task=task,
             queue=opts.queue,
-            payload=arguments,
+            payload=job.arguments,
             priority=opts.priority,
             run_at=row[1],
             created_at=row[2],
             max_attempts=opts.max_attempts,
+            concurrency_key=opts.concurrency_key,
         )
 
     def enqueue_many(
         self,
         task: str,
         payloads: Iterable[Mapping[str, Any]],
-        *,
-        queue: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        connection: psycopg.Connection[Any] | None = None,
+        **options: Unpack[SyncEnqueueManyOptions],
     ) -> list[Job]:
-        """Enqueue one job per payload in one statement.
+        """Enqueue one job per payload in one statement, with Queue.enqueue_many's options.
 
         >>> jobs = queue.enqueue_many("mail.send", [{"to": "a"}, {"to": "b"}])
         """
-        with self._connection(connection) as conn:
-            defaults = self.tasks.get(task) or self._declared(task, conn)
-            opts = resolve_options(
-                defaults,
-                queue=queue,
-                run_at=run_at,
-                delay=delay,
-                priority=priority,
-                max_attempts=max_attempts,
+        if options:
+            check_option_names(options, SYNC_MANY_JOBS_OPTIONS, "enqueue_many")
+        with self._connection(options.get("connection")) as conn:
+            batch, unique = prepare_many(
+                task,
+                payloads,
+                self._defaults(task, conn),
+                options,
+                options.get("idempotency_keys"),
+                self.max_payload_bytes,
             )
-            batch: Batch = make_batch(defaults, task, payloads, self.max_payload_bytes, opts)
             if not batch.payloads:
                 return []
-            params = _params(
-                task, batch.as_array(), opts.queue, opts.priority, opts.run_at, opts.max_attempts
-            )
-            row = self._fetchone(conn, "insert_jobs", params)
+            opts = batch.options
+            if unique is not None:
+                jobs, _ = self._enqueue_unique(
+                    conn, task, batch.payloads, batch.as_array(), opts, unique
+                )
+                return jobs
+            values = (task, batch.as_array(), opts.queue, opts.priority, opts.run_at)
+            if opts.concurrency_key is None:
+                row = self._fetchone(conn, "insert_jobs", _params(*values, opts.max_attempts))
+            else:
+                params = _params(*values, opts.max_attempts, opts.concurrency_key, None)
+                row = self._fetchone(conn, "insert_jobs_keyed", params)
         assert row is not None
         ids, created_at = row
         return build_jobs(
@@ -190,7 +200,59 @@ class SyncQueue:
             run_at=opts.run_at or created_at,
             created_at=created_at,
             max_attempts=opts.max_attempts,
+            concurrency_key=opts.concurrency_key,
         )
+
+    def _defaults(self, task: str, conn: psycopg.Connection[Any]) -> TaskDefaults | None:
+        """The task registered here, else the registry's declaration, if any."""
+        return self.tasks.get(task) or self._declared(task, conn)
+
+    def _enqueue_unique(
+        self,
+        conn: psycopg.Connection[Any],
+        task: str,
+        payloads: list[dict[str, Any]],
+        array_text: str,
+        opts: Options,
+        unique: Uniqueness,
+    ) -> tuple[list[Job], int]:
+        """Keyed jobs through enqueue_unique(), as Queue enqueues them."""
+        from psycopg import errors
+        from psycopg.rows import dict_row
+
+        params = _params(
+            task,
+            array_text,
+            unique.keys,
+            opts.queue,
+            opts.priority,
+            opts.run_at,
+            opts.max_attempts,
+            unique.unique_for,
+            unique.on_conflict,
+        )
+        try:
+            with _schema_errors(self.schema), conn.transaction():
+                rows = (
+                    conn.cursor(row_factory=dict_row)
+                    .execute(self._sql["enqueue_unique"], params)
+                    .fetchall()
+                )
+                if opts.concurrency_key is not None:  # set before any claim sees them
+                    made = [r["id"] for r in rows if r["outcome"] in ("inserted", "replaced")]
+                    conn.execute(
+                        self._sql["set_concurrency_key"], _params(made, opts.concurrency_key)
+                    )
+        except errors.UniqueViolation as exc:
+            duplicate = duplicate_job(
+                exc.diag.constraint_name,
+                exc.diag.message_detail,
+                exc.diag.message_primary or str(exc),
+            )
+            if duplicate is None:
+                raise
+            raise duplicate from None
+        return unique_jobs(task, payloads, opts, rows)
 
     def get_job(self, job_id: int, *, connection: psycopg.Connection[Any] | None = None) -> Job:
         """The job's current row; raises JobNotFound.

@@ -9,7 +9,7 @@ never come here.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -160,13 +160,25 @@ async def enqueue_unique(
                 idempotent=_resendable(unique),
             )
     except asyncpg.UniqueViolationError as exc:
-        holder = _holder_of(exc)
-        if holder is None:
+        duplicate = duplicate_job(
+            getattr(exc, "constraint_name", None),
+            getattr(exc, "detail", None),
+            getattr(exc, "message", None) or str(exc),
+        )
+        if duplicate is None:
             raise
-        message = getattr(exc, "message", None) or str(exc)
-        raise DuplicateJob(
-            f"{message}; on_conflict='ignore' returns that job instead", holder
-        ) from None
+        raise duplicate from None
+    return unique_jobs(task, payloads, opts, rows)
+
+
+def unique_jobs(
+    task: str,
+    payloads: list[dict[str, Any]],
+    opts: Options,
+    rows: Sequence[Mapping[str, Any] | asyncpg.Record],
+) -> tuple[list[Job], int]:
+    """Each payload's Job from enqueue_unique()'s rows (new, or the holder of its key), and
+    how many are new: the same for Queue and SyncQueue."""
     jobs: list[Job | None] = [None] * len(payloads)
     created = 0
     replaced: dict[int, tuple[int, Job]] = {}  # by id: the last replacement, and its item
@@ -183,6 +195,7 @@ async def enqueue_unique(
                 run_at=row["run_at"],
                 created_at=row["created_at"],
                 max_attempts=opts.max_attempts,
+                concurrency_key=opts.concurrency_key,
             )
         else:
             jobs[at] = job = job_from_record(row)
@@ -195,12 +208,20 @@ async def enqueue_unique(
     return done, created
 
 
-def _holder_of(exc: asyncpg.UniqueViolationError) -> Job | None:
-    """The job enqueue_unique() put in the error's DETAIL (None for another violation)."""
-    if getattr(exc, "constraint_name", None) != _KEY_INDEX:
+def duplicate_job(constraint: str | None, detail: str | None, message: str) -> DuplicateJob | None:
+    """The DuplicateJob of a unique violation raised by enqueue_unique() with
+    on_conflict="raise" (None for another violation): the holder is in its DETAIL."""
+    holder = _holder_of(constraint, detail)
+    if holder is None:
+        return None
+    return DuplicateJob(f"{message}; on_conflict='ignore' returns that job instead", holder)
+
+
+def _holder_of(constraint: str | None, detail: str | None) -> Job | None:
+    if constraint != _KEY_INDEX:
         return None
     try:
-        row = json.loads(getattr(exc, "detail", None) or "")
+        row = json.loads(detail or "")
     except ValueError:
         return None
     if not isinstance(row, dict) or "id" not in row:

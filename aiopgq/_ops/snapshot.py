@@ -8,21 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from .._db.connection import Connection
+from .._models import QueueStats
 from .queries import OpsStatements
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """One queue now: jobs waiting, scheduled and running, recent rates, failed jobs."""
-
-    queue: str
-    pending: int
-    scheduled: int
-    running: int
-    failed: int
-    rate_in: float  # jobs enqueued per second over the window
-    rate_out: float  # jobs finished (done, failed or cancelled) per second over the window
-    oldest_runnable_age: float | None
 
 
 @dataclass(frozen=True)
@@ -51,7 +38,7 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class Snapshot:
-    queues: list[QueueRow]
+    queues: list[QueueStats]
     workers: list[WorkerRow]
     taken_at: float = field(default_factory=time.time)
 
@@ -79,38 +66,14 @@ async def read_workers(conn: Connection, sql: OpsStatements) -> list[WorkerRow]:
 
 
 class Watcher:
-    """Takes snapshots for a live view: the rates over `window` seconds on every
-    snapshot, the failed counts (a scan of the retained finished rows) at most every
-    `failed_every` seconds."""
+    """Takes snapshots for a live view: the queues' summary over `window` seconds (the
+    one every view reads) and the workers registry."""
 
-    def __init__(self, sql: OpsStatements, *, window: float = 10.0, failed_every: float = 10.0):
+    def __init__(self, sql: OpsStatements, *, window: float = 10.0) -> None:
         self._sql = sql
         self._window = window
-        self._failed_every = failed_every
-        self._failed: dict[str, int] = {}
-        self._failed_at = float("-inf")
 
     async def snapshot(self, conn: Connection) -> Snapshot:
-        if time.monotonic() - self._failed_at >= self._failed_every:
-            rows = await conn.fetch(self._sql.failed_jobs)
-            self._failed = {row["queue"]: row["failed"] for row in rows}
-            self._failed_at = time.monotonic()
-        activity = {
-            row["queue"]: row for row in await conn.fetch(self._sql.queue_activity, self._window)
-        }
-        queues = []
-        for name in sorted(set(activity) | set(self._failed)):
-            row = activity.get(name)
-            queues.append(
-                QueueRow(
-                    queue=name,
-                    pending=row["pending"] if row else 0,
-                    scheduled=row["scheduled"] if row else 0,
-                    running=row["running"] if row else 0,
-                    failed=self._failed.get(name, 0),
-                    rate_in=(row["arrived"] if row else 0) / self._window,
-                    rate_out=(row["finished"] if row else 0) / self._window,
-                    oldest_runnable_age=row["oldest_runnable_age"] if row else None,
-                )
-            )
+        rows = await conn.fetch(self._sql.queue_stats, self._window)
+        queues = [QueueStats.of(row, self._window) for row in rows]
         return Snapshot(queues, await read_workers(conn, self._sql))

@@ -107,7 +107,7 @@ class Dispatcher:
                 self.cancel([job.id])
             self.running[job.id] = job
             # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
-            # per-task bookkeeping costs more than the no-op jobs we are measured on. Each
+            # per-task bookkeeping costs more than a short job itself. Each
             # task forgets itself as it ends (no done callback: one loop turn less per job).
             task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
             job_tasks[job.id] = task

@@ -24,11 +24,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from .._db.statements import Statements
 from .._db.transient import Backoff
 from .._errors import ConfigurationError
+from .._models import QueueStats
 from ..metrics import MAX_LABELS, label
 
 logger = logging.getLogger("aiopgq.metrics")
 
 _READ_TIMEOUT = 5.0  # a scrape's request, and its depth query, get this long
+# The queues summary is read over this window; the gauges use its depth, not its rates.
+_WINDOW = 60.0
 
 
 def _depth_key(schema: str) -> int:
@@ -43,7 +46,7 @@ class QueueDepth:
     """
 
     def __init__(self, max_queues: int = MAX_LABELS) -> None:
-        self.rows: list[asyncpg.Record] | None = None
+        self.rows: list[QueueStats] | None = None
         self._max_queues = max_queues
         self._queues: dict[str, str] = {}
 
@@ -64,11 +67,11 @@ class QueueDepth:
         )
         states = ("pending", "scheduled", "running")
         counts: dict[str, list[float]] = {}  # label -> pending, scheduled, running, oldest
-        for row in rows:
-            one = counts.setdefault(label(self._queues, row["queue"], self._max_queues), [0] * 4)
-            for i, state in enumerate(states):
-                one[i] += row[state]
-            one[3] = max(one[3], row["oldest_runnable_age"] or 0.0)
+        for q in rows:
+            one = counts.setdefault(label(self._queues, q.queue, self._max_queues), [0] * 4)
+            for i, count in enumerate((q.runnable, q.scheduled, q.running)):
+                one[i] += count
+            one[3] = max(one[3], q.oldest_runnable_age or 0.0)
         for name, one in counts.items():
             for i, state in enumerate(states):
                 jobs.add_metric([name, state], one[i])
@@ -136,13 +139,14 @@ class MetricsServer:
             writer.close()
 
     async def _read_depth(self) -> None:
-        rows: list[asyncpg.Record] | None = None
+        rows: list[QueueStats] | None = None
         try:
             with anyio.fail_after(_READ_TIMEOUT):
                 async with self._pool.acquire() as conn, conn.transaction():
                     key = _depth_key(self._sql.schema)
                     if await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", key):
-                        rows = await conn.fetch(self._sql.queue_depth)
+                        found = await conn.fetch(self._sql.queue_stats, _WINDOW)
+                        rows = [QueueStats.of(row, _WINDOW) for row in found]
         except Exception as exc:  # the counters are still worth serving
             self._backoff.failed(exc, retry_any=True)
         else:

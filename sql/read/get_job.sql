@@ -5,7 +5,7 @@
 -- $2 (NULL: whole) cuts the payload, result and metadata texts to that many characters
 -- and adds their full sizes in bytes: the dashboard and CLI render at most that much.
 (SELECT id, queue, task, status::text, priority, attempts, max_attempts, run_at, locked_at,
-        locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text,
+        locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text, concurrency_key,
         (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick,
         CASE WHEN $2::int IS NULL THEN payload::text ELSE left(payload::text, $2::int) END AS payload,
         CASE WHEN $2::int IS NULL THEN result::text ELSE left(result::text, $2::int) END AS result,
@@ -17,7 +17,7 @@
  WHERE id = $1)
 UNION ALL
 (SELECT id, queue, task, status::text, priority, attempts, max_attempts, run_at, locked_at,
-        locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text,
+        locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text, concurrency_key,
         NULL::timestamptz AS tick,
         CASE WHEN $2::int IS NULL THEN payload::text ELSE left(payload::text, $2::int) END AS payload,
         CASE WHEN $2::int IS NULL THEN result::text ELSE left(result::text, $2::int) END AS result,

@@ -7,7 +7,7 @@
 -- and adds their full sizes in bytes: the dashboard and CLI render at most that much.
 SELECT * FROM (
     (SELECT id, queue, task, status::text, priority, attempts, max_attempts, run_at, locked_at,
-            locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text,
+            locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text, concurrency_key,
             (SELECT t.tick FROM {{schema}}.periodic_ticks t WHERE t.job_id = j.id) AS tick,
             CASE WHEN $2::int IS NULL THEN payload::text ELSE left(payload::text, $2::int) END AS payload,
             CASE WHEN $2::int IS NULL THEN result::text ELSE left(result::text, $2::int) END AS result,
@@ -21,7 +21,7 @@ SELECT * FROM (
      LIMIT $1)
     UNION ALL
     (SELECT id, queue, task, status::text, priority, attempts, max_attempts, run_at, locked_at,
-            locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text,
+            locked_by, heartbeat_at, last_error, created_at, finished_at, errors::text, concurrency_key,
             NULL::timestamptz AS tick,
             CASE WHEN $2::int IS NULL THEN payload::text ELSE left(payload::text, $2::int) END AS payload,
             CASE WHEN $2::int IS NULL THEN result::text ELSE left(result::text, $2::int) END AS result,

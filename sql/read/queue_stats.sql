@@ -1,22 +1,32 @@
--- Per queue: jobs runnable now, scheduled for later and running; the jobs that
--- arrived, finished done and finished failed in the last $1 seconds; the age of the
--- oldest runnable job; and whether the queue is paused. For live views (the
--- dashboard): it reads the partial indexes only, never the whole table. A job created
--- in the window is pending, running, or finished in the window, so the arrivals are
--- counted from the same three index scans as the depth.
+-- The one summary of the queues, for every view (Queue.queue_stats and status, `aiopgq
+-- status` and `top`, the dashboard, the workers' /metrics). Per queue: jobs runnable
+-- now, scheduled for later and running, with the mean progress of the running ones
+-- that report it; the jobs that arrived and that finished done, failed or cancelled in
+-- the last $1 seconds; the age of the oldest runnable job; whether the queue is paused.
+--
+-- With a window it reads the partial indexes only (pending rows, rows with a lease,
+-- recently finished rows), never the whole table: cheap enough to poll every second. A
+-- job created in the window is pending, running, or finished in the window, so the
+-- arrivals come from the same three scans. $1 NULL: the window is everything retained,
+-- the archive of the partitioned layout included (a scan of every finished row).
 WITH since AS (
-    SELECT now() - make_interval(secs => $1) AS at
+    SELECT CASE WHEN $1::float8 IS NULL THEN '-infinity'::timestamptz
+                ELSE now() - make_interval(secs => $1::float8) END AS at
 ), recent AS (
-    SELECT queue, status, run_at, created_at, NULL::timestamptz AS finished_at
+    SELECT queue, status, run_at, created_at, NULL::float8 AS progress
     FROM {{schema}}.jobs WHERE status = 'pending'
     UNION ALL
     -- Every claimed row has a lease (heartbeat_at): jobs_running_idx.
-    SELECT queue, status, run_at, created_at, NULL
+    SELECT queue, status, run_at, created_at, (metadata->>'progress')::float8
     FROM {{schema}}.jobs WHERE heartbeat_at IS NOT NULL
     UNION ALL
-    SELECT queue, status, run_at, created_at, finished_at
+    SELECT queue, status, run_at, created_at, NULL
     FROM {{schema}}.jobs
     WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > (SELECT at FROM since)
+    UNION ALL
+    SELECT queue, status, run_at, created_at, NULL
+    FROM {{schema}}.jobs_archive
+    WHERE finished_at > (SELECT at FROM since)
 ), per_queue AS (
     SELECT queue,
            count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS runnable,
@@ -27,7 +37,8 @@ WITH since AS (
            count(*) FILTER (WHERE status = 'failed') AS failed,
            count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
            extract(epoch FROM now() - min(run_at) FILTER (
-               WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age
+               WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_runnable_age,
+           avg(progress) FILTER (WHERE status = 'running') AS progress
     FROM recent
     GROUP BY queue
 )
@@ -35,7 +46,7 @@ SELECT coalesce(p.queue, q.queue) AS queue,
        coalesce(p.runnable, 0) AS runnable, coalesce(p.scheduled, 0) AS scheduled,
        coalesce(p.running, 0) AS running, coalesce(p.arrived, 0) AS arrived,
        coalesce(p.done, 0) AS done, coalesce(p.failed, 0) AS failed,
-       coalesce(p.cancelled, 0) AS cancelled, p.oldest_runnable_age,
+       coalesce(p.cancelled, 0) AS cancelled, p.oldest_runnable_age, p.progress,
        coalesce(q.paused, false) AS paused
 FROM per_queue p
 FULL JOIN (SELECT queue, paused FROM {{schema}}.queues WHERE paused) AS q USING (queue)

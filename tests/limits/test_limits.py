@@ -188,7 +188,7 @@ async def test_a_paused_queue_keeps_its_limits(queue: Queue) -> None:
 async def test_keys_take_turns_so_small_keys_finish_long_before_a_big_backlog(
     queue: Queue, conn: asyncpg.Connection
 ) -> None:
-    # The fairness case: one key with 100,000 pending jobs, 25 keys with 100
+    # Fairness: one key with 100,000 pending jobs, 25 keys with 100
     # each, enqueued after it. Claims take turns over the keys (each key's first job
     # before any key's second), so the small keys are done while the big key has
     # run a small part of its backlog.

@@ -99,7 +99,7 @@ def test_redact_leaves_text_without_passwords_alone(text: str) -> None:
 
 def with_password(dsn: str, user: str, password: str) -> str:
     parts = urlsplit(dsn)
-    host = parts.hostname or "127.0.0.1"
+    host = parts.hostname or ""  # none: the socket folder in the query string (?host=)
     where = f"{host}:{parts.port}" if parts.port else host
     netloc = f"{user}:{quote(password, safe='')}@{where}"
     return urlunsplit(parts._replace(netloc=netloc))

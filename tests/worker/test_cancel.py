@@ -201,7 +201,7 @@ async def test_a_job_that_comes_back_to_the_worker_still_running_it_replaces_tha
 async def test_cancel_p99_under_one_second_over_100_running_jobs_on_3_worker_processes(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
-    """The issue's measure: 100 cancels of running jobs spread over 3 worker processes;
+    """100 cancels of running jobs spread over 3 worker processes;
     latency = the cancel call's start to the moment the handler saw CancelledError (both
     on this host's clock). The workers poll every 30 s and beat every 5 s: only the
     NOTIFY can be this fast."""
