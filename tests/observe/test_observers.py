@@ -157,7 +157,7 @@ def test_traced_inserts_differ_from_the_plain_ones_only_by_the_trace_context(
     plain: str, traced: str
 ) -> None:
     def statement(name: str) -> str:
-        text = (SQL / f"{name}.sql").read_text()
+        text = (SQL / "enqueue" / f"{name}.sql").read_text()
         return " ".join(line for line in text.splitlines() if not line.startswith("--"))
 
     without_trace = re.sub(r", trace_context|, \$[78]::text::jsonb", "", statement(traced))
