@@ -132,8 +132,8 @@ async def test_killing_the_shared_connection_resolves_every_queue_s_waiters(
                 return len(pids) == 1 and pids != [killed]
 
             await eventually(replaced)
-        assert queue._results.waiters is not None and other._waiters is not None
-        assert queue._results.waiters.hub is other._waiters.hub
+        assert queue._results.waiters is not None and other._results.waiters is not None
+        assert queue._results.waiters.hub is other._results.waiters.hub
         assert queue._results.waiters.hub is not None and queue._results.waiters.hub.connects == 3
     # A lost connection is replaced at once, and says so at INFO: no warning (issue 13).
     loud = [r for r in caplog.records if r.name.startswith("aiopgq") and r.levelno > logging.INFO]
@@ -187,8 +187,8 @@ async def test_another_event_loop_gets_its_own_connection(
             job = await other.enqueue("s.echo", {"n": 2})
             there = waits([job])
             await eventually(lambda: listening(other))
-            assert other._waiters is not None and queue._results.waiters is not None
-            assert other._waiters.hub is not queue._results.waiters.hub
+            assert other._results.waiters is not None and queue._results.waiters is not None
+            assert other._results.waiters.hub is not queue._results.waiters.hub
             async with other.pool.acquire() as mine:
                 count = len(await listen_connections(mine, other))
             await other.worker().run(burst=True)
