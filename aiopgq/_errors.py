@@ -36,8 +36,9 @@ class TaskNotFound(Error):
 
 
 class PayloadTooLarge(Error, ValueError):
-    """The database refused a payload over its size limit (constraint
-    jobs_payload_max_bytes; SQL functions max_payload_bytes() and set_max_payload_bytes(n))."""
+    """The database refused a payload over its size limit (the insert trigger's
+    jobs_payload_max_bytes check; SQL functions max_payload_bytes() and
+    set_max_payload_bytes(n))."""
 
 
 class JobNotFound(Error):

@@ -254,7 +254,7 @@ class Enqueue:
 
 @contextlib.contextmanager
 def payload_limit_as_error(schema: str, task: str) -> Iterator[None]:
-    """The database's payload size limit (constraint jobs_payload_max_bytes) as a
+    """The database's payload size limit (the insert trigger's jobs_payload_max_bytes) as a
     PayloadTooLarge that says what to do; it holds for every path into the table, Python's
     max_payload_bytes only for this one."""
     try:
@@ -264,7 +264,7 @@ def payload_limit_as_error(schema: str, task: str) -> Iterator[None]:
             raise
         raise PayloadTooLarge(
             f"task {task}: the database refused the payload: it is over the size limit of "
-            f"schema {schema} (constraint jobs_payload_max_bytes; SELECT "
+            f"schema {schema} (jobs_payload_max_bytes; SELECT "
             f"{schema}.max_payload_bytes() shows it in bytes); store large data elsewhere "
             f"and pass a reference, or have the schema's owner raise it with SELECT "
             f"{schema}.set_max_payload_bytes(n)"

@@ -1,13 +1,28 @@
+-- The payload size limit of new jobs, in bytes of jsonb (uncompressed): every path into
+-- jobs (a plain INSERT or COPY by a producer, enqueue(), enqueue_unique(), take_ticks())
+-- meets it in the insert trigger (wake.sql), which refuses a larger payload with
+-- check_violation, constraint name jobs_payload_max_bytes (Python: PayloadTooLarge).
+--
+-- The default, 8 MiB, never refuses what Python's default (1,000,000 characters of JSON
+-- text) accepts: jsonb takes at most about 6 bytes per character of JSON text (the worst
+-- case, an array of one-digit numbers, stores "0," in 12 bytes: a 4-byte entry and an
+-- 8-byte-aligned numeric; a 4-byte UTF-8 character is 4 bytes in both). The value lives
+-- in payload_limit(), an IMMUTABLE SQL function the trigger's plan inlines as a
+-- constant; set_max_payload_bytes() rewrites it, which invalidates those plans.
+
+-- The limit in force, in bytes.
+--   SELECT aiopgq.max_payload_bytes();
 CREATE OR REPLACE FUNCTION {{schema}}.max_payload_bytes()
  RETURNS bigint
  LANGUAGE sql
  STABLE
 AS $function$
-    SELECT (regexp_match(pg_catalog.pg_get_constraintdef(c.oid), '<= (\d+)'))[1]::bigint
-    FROM pg_catalog.pg_constraint c
-    WHERE c.conrelid = '{{schema}}.jobs'::regclass AND c.conname = 'jobs_payload_max_bytes';
+    SELECT {{schema}}.payload_limit();
 $function$;
 
+-- Change the limit (as the owner of the schema): new jobs only, at once. Jobs already in
+-- the table, larger or not, run as before.
+--   SELECT aiopgq.set_max_payload_bytes(16 * 1024 * 1024);
 CREATE OR REPLACE FUNCTION {{schema}}.set_max_payload_bytes(max_bytes bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -18,14 +33,9 @@ BEGIN
             coalesce(max_bytes::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     EXECUTE format(
-        'ALTER TABLE %I.jobs DROP CONSTRAINT IF EXISTS jobs_payload_max_bytes, '
-        'ADD CONSTRAINT jobs_payload_max_bytes CHECK ('
-        'attempts > 0 OR status <> %L OR CASE WHEN pg_column_compression(payload) IS NULL '
-        'THEN pg_column_size(payload) ELSE pg_column_size(payload || %L::jsonb) END <= %s'
-        ') NOT VALID', '{{schema_name}}', 'pending', '{}', max_bytes);
-    EXECUTE format('COMMENT ON CONSTRAINT jobs_payload_max_bytes ON %I.jobs IS %L',
-                   '{{schema_name}}', 'payload size limit of new jobs; see max_payload_bytes() '
-                   'and set_max_payload_bytes(n)');
+        'CREATE OR REPLACE FUNCTION %I.payload_limit() RETURNS bigint LANGUAGE sql '
+        'IMMUTABLE PARALLEL SAFE AS %L', '{{schema_name}}',
+        format('SELECT %s::bigint', max_bytes));
     RETURN max_bytes;
 END
 $function$;

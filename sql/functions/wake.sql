@@ -5,6 +5,19 @@ AS $function$
 DECLARE
     remembered pg_catalog.text;
 BEGIN
+    -- The payload size limit of new jobs (payload_limit.sql); a value copied from a table
+    -- may arrive compressed, and is then measured decompressed (`|| '{}'` detoasts it).
+    IF NEW.attempts = 0 AND (
+           pg_column_size(NEW.payload) > {{schema}}.payload_limit()
+           OR (pg_column_compression(NEW.payload) IS NOT NULL
+               AND pg_column_size(NEW.payload || '{}'::jsonb) > {{schema}}.payload_limit())) THEN
+        RAISE EXCEPTION 'payload of task % is % bytes, over the limit of % bytes of schema %',
+                NEW.task, pg_column_size(NEW.payload || '{}'::jsonb), {{schema}}.payload_limit(),
+                '{{schema_name}}'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'jobs_payload_max_bytes',
+                  HINT = 'store large data elsewhere and pass a reference, or have the '
+                         'schema''s owner raise the limit: SELECT {{schema_name}}.set_max_payload_bytes(n)';
+    END IF;
     IF current_setting('aiopgq.decided_{{schema_name}}', true) IS NOT DISTINCT FROM NEW.queue
        OR NEW.status <> 'pending' OR NEW.run_at > now() THEN
         RETURN NEW;  -- this transaction decided for the queue already, or nothing runnable

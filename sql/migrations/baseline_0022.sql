@@ -1,7 +1,12 @@
--- aiopgq schema, version 21, for a fresh install: the tables, types, indexes and
--- constraints as the numbered migrations up to 21 leave them, without the functions and
+-- aiopgq schema, version 22, for a fresh install: the tables, types, indexes and
+-- constraints as the numbered migrations up to 22 leave them, without the functions and
 -- the trigger (sql/functions/, applied after this) and schema_version (migrate() makes
 -- it). An installed schema is upgraded by the numbered migrations instead (sql/README.md).
+
+-- The payload size limit is data: set_max_payload_bytes() rewrites it (0022).
+CREATE FUNCTION {{schema}}.payload_limit() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$SELECT 8388608::bigint$$;
 
 
 CREATE TYPE {{schema}}.job_status AS ENUM (
@@ -258,15 +263,6 @@ ALTER TABLE ONLY {{schema}}.archive_partitions
 
 ALTER TABLE ONLY {{schema}}.job_keys
     ADD CONSTRAINT job_keys_pkey PRIMARY KEY (key);
-
-ALTER TABLE {{schema}}.jobs
-    ADD CONSTRAINT jobs_payload_max_bytes CHECK (((attempts > 0) OR (status <> 'pending'::{{schema}}.job_status) OR (
-CASE
-    WHEN (pg_column_compression(payload) IS NULL) THEN pg_column_size(payload)
-    ELSE pg_column_size((payload || '{}'::jsonb))
-END <= 8388608))) NOT VALID;
-
-COMMENT ON CONSTRAINT jobs_payload_max_bytes ON {{schema}}.jobs IS 'payload size limit of new jobs; see max_payload_bytes() and set_max_payload_bytes(n)';
 
 ALTER TABLE ONLY {{schema}}.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
