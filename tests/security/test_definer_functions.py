@@ -12,7 +12,7 @@ import pytest
 from aiopgq import Queue
 from aiopgq._db.migrations import code_version
 
-from ..ops.test_upgrade import install_up_to
+from ..db.test_upgrade import install_up_to
 
 # The attacker's payload: evil() notes whom it ran as and tries to make the session's
 # role a superuser (which works only when it runs as a superuser, here the owner).
