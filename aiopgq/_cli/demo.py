@@ -23,7 +23,7 @@ from .. import Queue
 from .._db.dsn import redact
 from .._db.statements import quote_identifier
 from .._embedded.running import export_line
-from .._errors import ConfigurationError, Error
+from .._errors import CannotConnect, Error
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -173,7 +173,7 @@ async def _reset_schema(dsn: str, schema: str) -> str:
     try:
         conn = await asyncpg.connect(dsn, timeout=10)
     except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
-        raise ConfigurationError(
+        raise CannotConnect(
             f"cannot connect to {redact(dsn)} ({redact(str(exc)) or type(exc).__name__}): "
             "start PostgreSQL there or pass another --dsn; without --dsn, AIOPGQ_DSN and "
             "DATABASE_URL the demo starts its own server"
