@@ -70,7 +70,8 @@ def run_demo(
         from tqdm import tqdm  # noqa: F401 - fail before starting anything
     except ImportError:
         print(
-            "aiopgq demo: the progress bar needs tqdm: pip install 'aiopgq[embedded]'",
+            "aiopgq demo: the progress bar needs tqdm: pip install -e '.[embedded]' in the "
+            "aiopgq clone",
             file=sys.stderr,
         )
         return 1

@@ -252,7 +252,8 @@ def _count_jobs(queue: Queue) -> None:
         from ..metrics import Metrics
     except ImportError:
         raise UsageError(
-            "--metrics-port needs prometheus-client: pip install 'aiopgq[metrics]'"
+            "--metrics-port needs prometheus-client: pip install -e '.[metrics]' in the "
+            "aiopgq clone"
         ) from None
     if not any(isinstance(observer, Metrics) for observer in queue.observers):
         queue.add_observer(Metrics())

@@ -44,7 +44,7 @@ def metrics_port(port: int | None) -> int | None:
         raise ConfigurationError(f"metrics_port must be a port number, got {shown(port)}")
     if importlib.util.find_spec("prometheus_client") is None:
         raise ConfigurationError(
-            "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
+            "metrics_port needs prometheus-client: pip install -e '.[metrics]' in the aiopgq clone"
         )
     return port
 
