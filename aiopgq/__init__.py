@@ -13,6 +13,7 @@ from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
     Abort,
+    CannotConnect,
     ConfigurationError,
     EmbeddedServerError,
     Error,
@@ -46,6 +47,7 @@ __all__ = [
     "Abort",
     "ArchiveLayout",
     "ArchivePartition",
+    "CannotConnect",
     "ConfigurationError",
     "Connection",
     "DuplicateJob",

@@ -12,7 +12,8 @@ from typing import Any
 import asyncpg
 
 from ._errors import Error
-from ._models import Job, JobWaiter, history_of, job_from_record
+from ._errors import shown as shown  # how the dashboard, too, quotes what a user gave
+from ._models import Job, JobStatus, JobWaiter, history_of, job_from_record
 
 VIEW_CHARS = 64 * 1024
 """Characters of a payload's, result's or metadata's JSON text fetched to show one job."""
@@ -76,6 +77,12 @@ def view_job(row: Mapping[str, Any] | asyncpg.Record) -> Job:
     elif isinstance(metadata, Unshown):
         fields["checkpoint"] = metadata
     return job
+
+
+def current_error(job: Job) -> str | None:
+    """The error a job stands on now: its last attempt's, unless that attempt succeeded
+    (a done job's last_error is of an earlier attempt, kept in its errors history)."""
+    return None if job.status is JobStatus.DONE else job.last_error
 
 
 def pretty(value: Any) -> str:

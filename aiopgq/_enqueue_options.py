@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, TypedDict
 
 from ._db.connection import Connection
+from ._errors import shown
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
@@ -139,8 +140,15 @@ def resolve_options(
     concurrency_key: str | None = None,
 ) -> Options:
     """Checked options; `known` is the task if it is registered in this process."""
+    if queue == "":  # not "no queue given", which is None: a name that went missing
+        raise ValueError(
+            "queue='' is an empty queue name: name a queue, or pass None (or leave it out) "
+            "for the task's queue, else 'default'"
+        )
     return Options(
-        queue=check_queue_name(queue or (known.queue_name if known else "default")),
+        queue=check_queue_name(
+            queue if queue is not None else known.queue_name if known else "default"
+        ),
         priority=check_priority(_or(priority, known.priority if known else 0)),
         max_attempts=check_max_attempts(_or(max_attempts, known.max_attempts if known else 5)),
         run_at=resolve_run_at(run_at, delay),
@@ -182,21 +190,24 @@ def check_priority(priority: int) -> int:
 
 def check_max_attempts(max_attempts: int) -> int:
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+        raise ValueError(f"max_attempts must be an int >= 1, got {shown(max_attempts)}")
     return max_attempts
 
 
 def check_key(key: str) -> str:
     if not isinstance(key, str) or not key or len(key) > 200 or "\x00" in key:
         raise ValueError(
-            f"concurrency_key must be a non-empty string of at most 200 characters, got {key!r}"
+            "concurrency_key must be a non-empty string of at most 200 characters, "
+            f"got {shown(key)}"
         )
     return key
 
 
 def check_queue_name(queue: str) -> str:
-    if not isinstance(queue, str) or not queue or len(queue) > 200 or "\x00" in queue:
+    if queue == "":
+        raise ValueError("queue name '' is empty: name the queue")
+    if not isinstance(queue, str) or len(queue) > 200 or "\x00" in queue:
         raise ValueError(
-            f"queue name must be a non-empty string of at most 200 characters, got {queue!r}"
+            f"queue name must be a non-empty string of at most 200 characters, got {shown(queue)}"
         )
     return queue

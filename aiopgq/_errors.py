@@ -4,6 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# Characters of a user's value that an error message shows: a 1 MB queue name makes a
+# one-line message, not a 1 MB one.
+SHOWN_CHARACTERS = 60
+
+
+def shown(value: object, limit: int = SHOWN_CHARACTERS) -> str:
+    """`value` as an error message quotes what the user gave: its repr, cut to its first
+    `limit` characters when longer, with its length.
+
+    >>> shown("abcdef", limit=3)
+    "'abc'... (6 characters)"
+    """
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    return cut(repr(value), limit)
+
+
+def cut(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """`text` cut to its first `limit` characters when longer, with its length."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class Error(Exception):
     """Base class of every aiopgq error."""
@@ -11,6 +34,12 @@ class Error(Exception):
 
 class ConfigurationError(Error):
     """A setting is invalid (bad DSN, bad schema or queue name, bad option value)."""
+
+
+class CannotConnect(ConfigurationError):
+    """The database server could not be reached, or refused the connection (it is down,
+    the host or port is wrong, or the password): a failure of the moment, which the CLI
+    reports with exit status 1 where other setting errors are usage mistakes (2)."""
 
 
 class QueueNotOpen(ConfigurationError, RuntimeError):

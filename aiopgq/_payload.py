@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._enqueue_options import OPTION_NAMES
+from ._errors import shown
 
 # Enqueue options share Task.enqueue's call with the task's own arguments, so a task
 # cannot have a parameter of these names.
@@ -98,12 +99,14 @@ class KeywordCheck:
     def __call__(self, arguments: Mapping[str, Any]) -> None:
         for required in self.required:
             if required not in arguments:
-                raise TypeError(f"task {self._name}: missing a required argument: {required!r}")
+                raise TypeError(
+                    f"task {self._name}: missing a required argument: {shown(required)}"
+                )
         if not self.any_keyword:
             for key in arguments:
                 if key not in self._accepted:
                     raise TypeError(
-                        f"task {self._name}: got an unexpected keyword argument {key!r}"
+                        f"task {self._name}: got an unexpected keyword argument {shown(key)}"
                     )
 
 
@@ -116,7 +119,7 @@ def encode_payload(arguments: Mapping[str, Any], name: str, max_bytes: int) -> s
     if _has_nul(text):
         bad = next(k for k, v in arguments.items() if _has_nul(_encoder.encode(v)))
         raise ValueError(
-            f"task {name}: argument {bad!r} contains a NUL character (\\x00), which "
+            f"task {name}: argument {shown(bad)} contains a NUL character (\\x00), which "
             "PostgreSQL cannot store in JSON; strip it or send the data base64-encoded"
         )
     if len(text) > max_bytes:
@@ -183,7 +186,7 @@ def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None
             _encoder.encode(value)
         except (TypeError, ValueError) as exc:
             return TypeError(
-                f"task {name}: argument {key!r} cannot be stored as JSON "
+                f"task {name}: argument {shown(key)} cannot be stored as JSON "
                 f"({type(value).__name__}: {exc}); pass JSON types (str, int, float, "
                 "bool, None, list, dict) and convert the rest, e.g. str(uuid)"
             )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ._context import context_parameter
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, shown
 from ._models import current_job
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def zone_of(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
         raise ConfigurationError(
-            f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC' "
+            f"unknown time zone {shown(name)}: use an IANA name such as 'Europe/Berlin' or 'UTC' "
             "(where the system has no time-zone database, `pip install tzdata`)"
         ) from None
 
@@ -87,7 +87,7 @@ class Schedule:
             self.next_after(datetime.now(tz=self.zone))
         except CroniterError as exc:
             raise ConfigurationError(
-                f"periodic task {name}: schedule {cron!r} never fires ({exc})"
+                f"periodic task {name}: schedule {shown(cron)} never fires ({exc})"
             ) from None
 
     def __repr__(self) -> str:
@@ -145,14 +145,16 @@ def _check_cron(cron: str, name: str) -> str:
     fields = len(text.split())
     if not (text.lower() in _ALIASES or fields in (5, 6)):
         raise ConfigurationError(
-            f"periodic task {name}: schedule {cron!r} has {fields} fields; use 5 "
+            f"periodic task {name}: schedule {shown(cron)} has {fields} fields; use 5 "
             "(minute hour day month weekday, e.g. '*/5 * * * *'), 6 with seconds first "
             "(e.g. '*/10 * * * * *': every 10 seconds) or an alias such as '@daily'"
         )
     try:
         croniter(text, second_at_beginning=fields == 6)
     except CroniterError as exc:
-        raise ConfigurationError(f"periodic task {name}: bad schedule {cron!r} ({exc})") from None
+        raise ConfigurationError(
+            f"periodic task {name}: bad schedule {shown(cron)} ({exc})"
+        ) from None
     return text
 
 

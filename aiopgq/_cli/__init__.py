@@ -9,15 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import re
+import select
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 
 from .. import __version__
 from .._db.dsn import redact
-from .._errors import Error
+from .._errors import CannotConnect, ConfigurationError, Error, TaskNotFound, cut, shown
 from . import (
     actions,
     dashboard,
@@ -36,6 +39,35 @@ from . import (
 )
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
+EXIT_STATUSES = """exit status:
+  0    done
+  1    a failure of the moment: the database is unreachable or refused, its schema
+       is missing, a job or a check failed
+  2    a mistake in what was typed: an unknown command, task or option, a bad value
+       (a DSN, a schema or queue name, a priority, a delay, --max-attempts 0)
+  130  interrupted (Ctrl-C)
+  141  standard output closed early (as by `| head`)"""
+
+# What an error message shows of one line at most: a message quotes what the user
+# typed, cut (aiopgq._errors.shown), but a library's message may quote it whole.
+_MESSAGE_CHARACTERS = 2000
+# 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe.
+_BROKEN_PIPE = 141
+# A quoted value in argparse's messages ("invalid int value: 'x...'"), long enough to cut.
+_LONG_QUOTED = re.compile(r"'([^'\n]{61,})'")  # over SHOWN_CHARACTERS
+
+
+class _TopHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """The top-level help: its epilog (the exit statuses) keeps its lines."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with the values its error messages quote cut to a line."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_LONG_QUOTED.sub(lambda m: shown(m.group(1)), message))
+
+
 COMMAND_MODULES = (
     *(migrate, enqueue, status, jobs, actions, queue, worker, doctor, workers, top),
     *(schedules, server),
@@ -47,10 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     # The common options work before or after the command: `aiopgq worker app:q --dsn ...`.
     # Own actions on each subcommand, not one shared parent: argparse shares action objects
     # with parents, and the SUPPRESS defaults must stay on the subcommands only.
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="aiopgq",
         description="An asyncio job queue on PostgreSQL. `aiopgq COMMAND --help` tells more.",
-        formatter_class=HelpFormatter,
+        epilog=EXIT_STATUSES,
+        formatter_class=_TopHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"aiopgq {__version__}")
     parser.add_argument("--dsn", help=DSN_HELP)
@@ -125,20 +158,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner = _event_loop_runner(use_uvloop)
     try:
         _check_common_options(args)
-        if getattr(args, "sync", False):
-            return int(args.run(args))
-        return runner(args.run(args))
+        status = int(args.run(args)) if getattr(args, "sync", False) else runner(args.run(args))
+        sys.stdout.flush()  # a reader gone shows here, not in the interpreter's exit
+        return status
+    except BrokenPipeError as exc:
+        if _stdout_closed():  # the reader left (`aiopgq jobs | head`): stop quietly
+            return _stdout_gone()
+        return _fail(f"database error: {exc}", 1)
+    # The order matters: CannotConnect is a ConfigurationError, asyncpg's DataError a
+    # ValueError, and both are failures of the moment, not of what was typed.
     except UsageError as exc:
-        print(f"aiopgq: {redact(str(exc))}", file=sys.stderr)
-        return 2
-    except (Error, ValueError, TypeError) as exc:
-        print(f"aiopgq: {redact(str(exc))}", file=sys.stderr)
-        return 1
-    except (OSError, asyncpg.PostgresError) as exc:
-        print(f"aiopgq: database error: {redact(str(exc))}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), 2)
+    except CannotConnect as exc:
+        return _fail(str(exc), 1)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return _fail(f"database error: {exc}", 1)
+    except (ConfigurationError, TaskNotFound, ValueError, TypeError) as exc:
+        return _fail(str(exc), 2)  # a bad option value, name or payload: a usage mistake
+    except Error as exc:
+        return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
+
+
+def _fail(message: str, status: int) -> int:
+    """Print the error as one line on stderr; the exit status."""
+    print(f"aiopgq: {cut(redact(message), _MESSAGE_CHARACTERS)}", file=sys.stderr)
+    return status
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (POLLERR), as opposed to
+    a broken connection to the database; True where that cannot be told."""
+    if not hasattr(select, "poll"):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def _stdout_gone() -> int:
+    """The exit status when standard output's reader closed it; points stdout at devnull
+    so that the interpreter's flush at exit does not fail a second time, loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return _BROKEN_PIPE
 
 
 __all__ = ["main"]

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from .. import Queue
 from .._db.dsn import check_dsn, resolve_dsn
-from .._errors import Error
+from .._errors import Error, cut, shown
 
 DSN_HELP = "database URL (default: $AIOPGQ_DSN, else $DATABASE_URL)"
 SCHEMA_HELP = "schema of the queue tables (default: aiopgq)"
@@ -60,21 +60,23 @@ def load_queue(target: str) -> Queue:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise UsageError(
-            f"worker target {target!r} must look like MODULE:QUEUE, e.g. myapp.jobs:queue"
+            f"worker target {shown(target)} must look like MODULE:QUEUE, e.g. myapp.jobs:queue"
         )
     sys.path.insert(0, ".")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+        raise UsageError(f"cannot import module {shown(module_name)}: {exc}") from None
     except RuntimeError as exc:
         if "running event loop" not in str(exc):
             raise
         raise UsageError(
-            f"importing {module_name!r} runs an event loop ({exc}): the worker imports the "
+            f"importing {shown(module_name)} runs an event loop ({exc}): the worker imports the "
             'module, so start yours only under `if __name__ == "__main__":`'
         ) from None
     queue = getattr(module, attribute, None)
     if not isinstance(queue, Queue):
-        raise UsageError(f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}")
+        raise UsageError(
+            f"{cut(target)}: {shown(attribute)} is not an aiopgq.Queue in module {cut(module_name)}"
+        )
     return queue

@@ -58,7 +58,7 @@ async def serve(args: argparse.Namespace) -> int:
         from ..dashboard import TOKEN_ENV, create_app
     except ImportError as exc:
         raise UsageError(
-            f"{exc} (the dashboard is an extra: pip install 'aiopgq[dashboard]')"
+            f"{exc} (the dashboard is an extra: pip install -e '.[dashboard]' in the aiopgq clone)"
         ) from None
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, got {args.port}")

@@ -23,7 +23,7 @@ from .. import Queue
 from .._db.dsn import redact
 from .._db.statements import quote_identifier
 from .._embedded.running import export_line
-from .._errors import ConfigurationError, Error
+from .._errors import CannotConnect, Error
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -70,7 +70,8 @@ def run_demo(
         from tqdm import tqdm  # noqa: F401 - fail before starting anything
     except ImportError:
         print(
-            "aiopgq demo: the progress bar needs tqdm: pip install 'aiopgq[embedded]'",
+            "aiopgq demo: the progress bar needs tqdm: pip install -e '.[embedded]' in the "
+            "aiopgq clone",
             file=sys.stderr,
         )
         return 1
@@ -173,7 +174,7 @@ async def _reset_schema(dsn: str, schema: str) -> str:
     try:
         conn = await asyncpg.connect(dsn, timeout=10)
     except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
-        raise ConfigurationError(
+        raise CannotConnect(
             f"cannot connect to {redact(dsn)} ({redact(str(exc)) or type(exc).__name__}): "
             "start PostgreSQL there or pass another --dsn; without --dsn, AIOPGQ_DSN and "
             "DATABASE_URL the demo starts its own server"

@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from .. import Job, JobEvent, JobStatus
-from .._display import plain, pretty
+from .._display import current_error, plain, pretty
 from .common import AddCommand, UsageError, queue_of
 
 _STATUSES = [status.value for status in JobStatus]
 
 
 def register(add: AddCommand) -> None:
-    jobs = add("jobs", "list the newest jobs with their last error")
+    jobs = add("jobs", "list the newest jobs with their current error")
     jobs.add_argument(
         "--status", choices=_STATUSES, help="only jobs in this status (default: any status)"
     )
@@ -44,7 +44,7 @@ async def list_jobs(args: argparse.Namespace) -> int:
         tries = f"{job.attempts}/{job.max_attempts}"
         print(
             f"{job.id:>10} {job.status.value:<9} {_cut(job.queue, 14):<14} "
-            f"{_cut(job.task, 24):<24} {tries:>5} {_time(when):<19}  {summary(job.last_error)}"
+            f"{_cut(job.task, 24):<24} {tries:>5} {_time(when):<19}  {summary(current_error(job))}"
         )
     if not found:
         print("(no jobs)")
@@ -79,12 +79,13 @@ async def show_job(args: argparse.Namespace) -> int:
         print(f"{name + ':':<11}{_indent(str(value))}")
     for event in job.history:  # snoozes and aborts
         print(f"{'event:':<11}{_event(event)}")
-    print(f"errors:    {len(job.errors) or 'none'}")
+    print(f"errors:    {_errors_line(job)}")
     for error in job.errors:
         print(f"\n--- attempt {error.attempt}, {_time(error.at)}, worker {error.worker or '-'}")
         print(error.error.rstrip())
-    if job.last_error and not job.errors:  # failed before the history existed
-        print(f"\n--- last error\n{job.last_error.rstrip()}")
+    current = current_error(job)
+    if current and not job.errors:  # failed before the history existed
+        print(f"\n--- last error\n{current.rstrip()}")
     return 0
 
 
@@ -135,9 +136,18 @@ def _event(event: JobEvent) -> str:
 def _worker(job: Job) -> str:
     if job.locked_by:  # running, or cancelled while running
         return job.locked_by
-    if job.errors and job.errors[-1].worker:
+    # A done job's last attempt succeeded: the worker of an earlier failed one is history.
+    if job.status is not JobStatus.DONE and job.errors and job.errors[-1].worker:
         return f"{job.errors[-1].worker} (its last failed attempt)"
     return "-"
+
+
+def _errors_line(job: Job) -> str:
+    if not job.errors:
+        return "none"
+    if job.status is JobStatus.DONE:
+        return f"{len(job.errors)}, of earlier attempts (attempt {job.attempts} succeeded)"
+    return str(len(job.errors))
 
 
 def summary(error: str | None, width: int = 70) -> str:

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import shown
 from .common import AddCommand, queue_of
 
 
@@ -35,7 +36,9 @@ def _limit(kind: Callable[[str], Any]) -> Callable[[str], Any]:
         try:
             return kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"takes a number or 'none', not {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"takes a number or 'none', not {shown(text)}"
+            ) from None
 
     return parse
 

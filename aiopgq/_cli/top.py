@@ -52,7 +52,9 @@ async def top_run(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.live import Live
     except ImportError:
-        raise UsageError("aiopgq top needs rich: pip install 'aiopgq[ops]'") from None
+        raise UsageError(
+            "aiopgq top needs rich: pip install -e '.[ops]' in the aiopgq clone"
+        ) from None
     if args.interval <= 0 or args.window <= 0:
         raise UsageError("--interval and --window must be positive seconds")
     dsn, schema = dsn_of(args), schema_of(args)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import Queue, Worker
 from .._db.dsn import redact
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 from .._worker.processes import DSN_VARIABLE, WorkerProcesses, process_count, serve, worker_args
 from .common import AddCommand, UsageError, dsn_of, load_queue
 
@@ -177,7 +177,7 @@ def retention_seconds(text: str) -> float | None:
         seconds = -1.0
     if not seconds >= 0:  # also NaN
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds >= 0, nor 'none'/'keep' (never prune)"
+            f"{shown(text)} is not a number of seconds >= 0, nor 'none'/'keep' (never prune)"
         )
     return seconds
 
@@ -252,7 +252,8 @@ def _count_jobs(queue: Queue) -> None:
         from ..metrics import Metrics
     except ImportError:
         raise UsageError(
-            "--metrics-port needs prometheus-client: pip install 'aiopgq[metrics]'"
+            "--metrics-port needs prometheus-client: pip install -e '.[metrics]' in the "
+            "aiopgq clone"
         ) from None
     if not any(isinstance(observer, Metrics) for observer in queue.observers):
         queue.add_observer(Metrics())

@@ -28,7 +28,7 @@ from .._db.dsn import check_dsn, resolve_dsn
 from .._db.outage import Outage
 from .._db.retrying import Operation, run_pooled, run_pooled_retrying
 from .._db.statements import Statements, validate_identifier
-from .._errors import ConfigurationError, JobNotFound, QueueNotOpen
+from .._errors import ConfigurationError, JobNotFound, QueueNotOpen, shown
 from .._observer import Observer, combine
 from .._retry import Retry
 from .._schedule import Schedule
@@ -131,7 +131,7 @@ class Core:
         """Make `func` a task of `queue` (`@queue.task` and `@queue.periodic`)."""
         task_name = name or f"{func.__module__}.{func.__qualname__}"
         if task_name in self.tasks:
-            raise ConfigurationError(f"a task named {task_name!r} is already registered")
+            raise ConfigurationError(f"a task named {shown(task_name)} is already registered")
         task: Task[P, R] = Task(
             queue,
             func,
@@ -188,7 +188,7 @@ def retry_seconds(value: float | timedelta | None, name: str = "enqueue_retry_fo
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
-        raise ConfigurationError(f"{name} must be seconds or a timedelta, got {value!r}")
+        raise ConfigurationError(f"{name} must be seconds or a timedelta, got {shown(value)}")
     if not 0 <= seconds <= 86400:
         raise ConfigurationError(f"{name} must be between 0 and 86400 seconds, got {seconds}")
     return seconds

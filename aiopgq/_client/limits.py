@@ -11,7 +11,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
 from .._enqueue_options import check_queue_name
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 from .._models import QueueSettings
 from .core import Core
 
@@ -105,7 +105,7 @@ def _count(name: str, value: int | Keep | None) -> int | Keep | None:
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(
-            f"{name} must be an int >= 1, or None to remove the limit; got {value!r}"
+            f"{name} must be an int >= 1, or None to remove the limit; got {shown(value)}"
         )
     if value > 2**31 - 1:
         raise ConfigurationError(f"{name} must fit in 32 bits; got {value}")
@@ -116,10 +116,11 @@ def _rate(value: float | Keep | None) -> float | Keep | None:
     if value is None or value is KEEP:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"rate must be a number of jobs per second; got {value!r}")
+        raise ConfigurationError(f"rate must be a number of jobs per second; got {shown(value)}")
     rate = float(value)
     if not (math.isfinite(rate) and 0 < rate <= 1e9):
         raise ConfigurationError(
-            f"rate must be > 0 and at most 1e9 jobs per second, or None to remove it; got {value!r}"
+            "rate must be > 0 and at most 1e9 jobs per second, or None to remove it; "
+            f"got {shown(value)}"
         )
     return rate

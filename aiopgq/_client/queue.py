@@ -689,9 +689,10 @@ class Queue:
         return await self._read.blocked_sessions()
 
     async def queue_stats(self, *, window: float | None = 60.0) -> list[QueueStats]:
-        """Every queue with jobs pending, running or finished in the last `window` seconds,
-        or paused: its depth, what arrived and finished in the window, the mean progress
-        of its running jobs, its pause state. `window=None`: every job kept.
+        """Every known queue (with jobs pending, running or finished in the last `window`
+        seconds, with settings or a pause, or with a task a worker registered; zeros when
+        idle): its depth, what arrived and finished in the window, the mean progress of
+        its running jobs, its pause state. `window=None`: every job kept.
 
         With a window it reads the partial indexes of pending, running and recently
         finished jobs, not the table: cheap enough to poll every second or two.

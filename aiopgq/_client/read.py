@@ -10,7 +10,7 @@ import asyncpg
 
 from .._db.migrations import missing_schema_as_error
 from .._display import LIST_CHARS, VIEW_CHARS, decoded_job, view_job
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 from .._models import Job, JobStatus, JobWaiter, QueueStats
 from .._schedule import Schedule
 from .core import Core
@@ -51,11 +51,11 @@ class Read:
         statuses = [s.value for s in JobStatus]
         wanted = None if status is None else getattr(status, "value", status)
         if wanted is not None and wanted not in statuses:
-            raise ValueError(f"status must be one of {', '.join(statuses)}, got {status!r}")
+            raise ValueError(f"status must be one of {', '.join(statuses)}, got {shown(status)}")
         if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+            raise ValueError(f"limit must be an int >= 1, got {shown(limit)}")
         if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
-            raise ValueError(f"before must be a job id (an int) or None, got {before!r}")
+            raise ValueError(f"before must be a job id (an int) or None, got {shown(before)}")
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
                 rows = await conn.fetch(
@@ -96,12 +96,13 @@ class Read:
         return [dict(row) for row in rows]
 
     async def queue_stats(self, *, window: float | None = 60.0) -> list[QueueStats]:
-        """Every queue with jobs now or in the window, or paused (None: every job kept)."""
+        """Every known queue: with jobs now or in the window, settings, or a registered
+        task (None: every job kept)."""
         if window is not None:
             if isinstance(window, bool) or not isinstance(window, (int, float)):
-                raise TypeError(f"window must be seconds (a number > 0), got {window!r}")
+                raise TypeError(f"window must be seconds (a number > 0), got {shown(window)}")
             if not math.isfinite(window) or window <= 0:
-                raise ValueError(f"window must be seconds > 0, got {window!r}")
+                raise ValueError(f"window must be seconds > 0, got {shown(window)}")
         seconds = None if window is None else float(window)
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
@@ -111,7 +112,7 @@ class Read:
     async def latest_failures(self, limit: int = 10, *, preview: bool = False) -> list[Job]:
         """The jobs that failed last, newest first (by when they failed)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+            raise ValueError(f"limit must be an int >= 1, got {shown(limit)}")
         cap = LIST_CHARS if preview else None
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):

@@ -54,7 +54,7 @@ _STATEMENTS = (
 
 
 class SyncQueue:
-    """A producer for synchronous code: enqueue jobs with psycopg 3 (`aiopgq[sync]`).
+    """A producer for synchronous code: enqueue jobs with psycopg 3 (the `sync` extra).
 
     >>> queue = SyncQueue("postgresql://localhost/app")  # or SyncQueue.from_queue(queue)
     >>> job = queue.enqueue("mail.send", {"to": "a@example.com"}, connection=conn)
@@ -362,6 +362,6 @@ def _psycopg() -> Any:
         import psycopg
     except ImportError as exc:
         raise ConfigurationError(
-            f"SyncQueue needs psycopg 3 ({exc}): pip install 'aiopgq[sync]'"
+            f"SyncQueue needs psycopg 3 ({exc}): pip install -e '.[sync]' in the aiopgq clone"
         ) from None
     return psycopg

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TaskNotFound
+from .._errors import TaskNotFound, shown
 from .._payload import KeywordCheck
 
 # A copy of the registry is used this long, then read again on the next lookup.
@@ -86,8 +86,8 @@ class RegistryCache:
 
 def task_not_found(name: str, known: list[str]) -> TaskNotFound:
     return TaskNotFound(
-        f"no task named {name!r} is registered (known: {', '.join(known)}): check the "
-        f"name, or register it with @queue.task(name={name!r}) in the worker's code and "
+        f"no task named {shown(name)} is registered (known: {', '.join(known)}): check the "
+        f"name, or register it with @queue.task(name={shown(name)}) in the worker's code and "
         "start that worker (workers record their tasks when they start)",
         task=name,
         known=known,

@@ -19,7 +19,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
 from .._enqueue_options import ON_CONFLICT, OnConflict, Options
-from .._errors import Error
+from .._errors import Error, shown
 from .._models import Job, JobStatus, build_job, job_from_record
 from .core import Core
 
@@ -64,7 +64,8 @@ def uniqueness(
         return None
     if on_conflict not in ON_CONFLICT:
         raise ValueError(
-            f"on_conflict must be one of {', '.join(map(repr, ON_CONFLICT))}, got {on_conflict!r}"
+            f"on_conflict must be one of {', '.join(map(repr, ON_CONFLICT))}, "
+            f"got {shown(on_conflict)}"
         )
     if isinstance(keys, str):
         raise TypeError("idempotency_keys must be a list of keys (one per payload), not a str")

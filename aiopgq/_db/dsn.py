@@ -6,7 +6,7 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, cut, shown
 
 # A URL and everything up to the next blank: the last "@" in it ends the user info, so
 # a password holding "@", ":" or "/" unencoded is hidden whole (hiding some host or path
@@ -27,6 +27,8 @@ _HIDDEN = "***"
 
 # The shape of a database URL, for messages: no password in it, so redact() leaves it whole.
 DSN_EXAMPLE = "postgresql://user@host:5432/dbname"
+# A DSN is longer than most names and its end (host, port, options) matters as much.
+DSN_CHARACTERS = 200
 
 
 def resolve_dsn(dsn: str | None = None) -> str | None:
@@ -41,17 +43,20 @@ def check_dsn(dsn: str) -> str:
         parts.port  # noqa: B018 - parses the port, raising on garbage
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(
-            f"cannot parse the database URL {redact(str(dsn))!r} ({exc}): "
+            f"cannot parse the database URL {shown(redact(str(dsn)), DSN_CHARACTERS)} "
+            f"({cut(str(exc), DSN_CHARACTERS)}): "
             f"use {DSN_EXAMPLE} (a password goes after the user: user:secret@host)"
         ) from None
     if parts.scheme not in ("postgres", "postgresql"):
         raise ConfigurationError(
-            f"cannot parse the database URL {redact(dsn)!r}: it must start with "
+            f"cannot parse the database URL {shown(redact(dsn), DSN_CHARACTERS)}: it must "
+            "start with "
             f"postgresql:// (for example {DSN_EXAMPLE})"
         )
     if parts.netloc.count("@") > 1:  # asyncpg would split at the first: a wrong host
         raise ConfigurationError(
-            f"cannot parse the database URL {redact(dsn)!r}: its user info holds an @; "
+            f"cannot parse the database URL {shown(redact(dsn), DSN_CHARACTERS)}: its user "
+            "info holds an @; "
             "percent-encode @, :, / and % in the user and password (@ is %40)"
         )
     return dsn

@@ -1,5 +1,5 @@
 """The connections a Queue makes: its pool (retried at start, no reset per release, no
-floor) and single connections (migrate), failing with a ConfigurationError naming the server."""
+floor) and single connections (migrate), failing with CannotConnect naming the server."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import asyncpg
 
-from .._errors import ConfigurationError
-from .dsn import redact
+from .._errors import CannotConnect, cut
+from .dsn import DSN_CHARACTERS, redact
 from .transient import Backoff, describe, is_transient
 
 logger = logging.getLogger("aiopgq.queue")
@@ -35,7 +35,7 @@ async def create_pool(
     retry_for: float = 0.0,
 ) -> asyncpg.Pool:
     """An asyncpg pool on `dsn`; an unreachable server is retried with backoff (logging
-    each try) for `retry_for` seconds, then ConfigurationError names it (no password)."""
+    each try) for `retry_for` seconds, then CannotConnect names it (no password)."""
     deadline = time.monotonic() + retry_for
     backoff = Backoff(logger, f"connecting to {redact(dsn)}")
     while True:
@@ -53,17 +53,17 @@ async def create_pool(
 
 
 async def connect(dsn: str, connect_kwargs: Mapping[str, Any]) -> asyncpg.Connection:
-    """One connection outside any pool; ConfigurationError (no password) when it fails."""
+    """One connection outside any pool; CannotConnect (no password) when it fails."""
     try:
         return await asyncpg.connect(dsn, **connect_kwargs)
     except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
         raise connect_error(dsn, exc) from None
 
 
-def connect_error(dsn: str, exc: BaseException, tries: int | None = None) -> ConfigurationError:
+def connect_error(dsn: str, exc: BaseException, tries: int | None = None) -> CannotConnect:
     """What failed to connect where, and what to check."""
-    return ConfigurationError(
-        f"cannot connect to {redact(dsn)}: {describe(exc)}"
+    return CannotConnect(
+        f"cannot connect to {cut(redact(dsn), DSN_CHARACTERS)}: {describe(exc)}"
         + (f" (gave up after {tries} tries)" if tries is not None else "")
         + "; check the DSN and that the server is running"
     )

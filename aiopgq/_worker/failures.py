@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._context import JobContext
-from .._errors import Abort, Snooze
+from .._errors import Abort, Snooze, shown
 from .._models import Job
 from .completer import Sink
 from .contracts import TaskSpec
@@ -119,8 +119,8 @@ def unstorable_result(task: TaskSpec, result: Any, exc: Exception) -> str:
 def unknown_task_message(job: Job, tasks: Mapping[str, TaskSpec]) -> str:
     known = ", ".join(sorted(tasks)) or "none"
     return (
-        f"job {job.id}: no task named {job.task!r} is registered in this worker "
-        f"(known: {known}); register it with @queue.task(name={job.task!r}) and "
+        f"job {job.id}: no task named {shown(job.task)} is registered in this worker "
+        f"(known: {known}); register it with @queue.task(name={shown(job.task)}) and "
         "enqueue the job again"
     )
 

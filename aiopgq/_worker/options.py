@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from datetime import timedelta
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 
 
 def seconds(
@@ -24,7 +24,7 @@ def seconds(
 
 def positive_int(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
+        raise ConfigurationError(f"{name} must be an int >= 1, got {shown(value)}")
     return value
 
 
@@ -41,10 +41,10 @@ def metrics_port(port: int | None) -> int | None:
     if port is None:
         return None
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigurationError(f"metrics_port must be a port number, got {port!r}")
+        raise ConfigurationError(f"metrics_port must be a port number, got {shown(port)}")
     if importlib.util.find_spec("prometheus_client") is None:
         raise ConfigurationError(
-            "metrics_port needs prometheus-client: pip install 'aiopgq[metrics]'"
+            "metrics_port needs prometheus-client: pip install -e '.[metrics]' in the aiopgq clone"
         )
     return port
 

@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._db.dsn import redact
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shown
 
 logger = logging.getLogger("aiopgq.supervisor")
 
@@ -52,7 +52,7 @@ def process_count(processes: int | str) -> int:
     except (TypeError, ValueError):
         count = 0
     if count < 1:
-        raise ConfigurationError(f"processes must be an int >= 1 or 'auto', got {processes!r}")
+        raise ConfigurationError(f"processes must be an int >= 1 or 'auto', got {shown(processes)}")
     return count
 
 
@@ -63,14 +63,14 @@ def check_target(target: str) -> None:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ConfigurationError(
-            f"worker target {target!r} must look like MODULE:QUEUE, e.g. myapp.jobs:queue"
+            f"worker target {shown(target)} must look like MODULE:QUEUE, e.g. myapp.jobs:queue"
         )
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, ".")  # as the CLI does: the application's folder
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from None
+        raise ConfigurationError(f"cannot import module {shown(module_name)}: {exc}") from None
     if not is_queue(getattr(module, attribute, None)):
         raise ConfigurationError(
             f"{target}: {attribute!r} is not an aiopgq.Queue in module {module_name}"

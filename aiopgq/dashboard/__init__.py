@@ -14,7 +14,7 @@ try:
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        f"the aiopgq dashboard needs {exc.name}: pip install 'aiopgq[dashboard]'"
+        f"the aiopgq dashboard needs {exc.name}: pip install -e '.[dashboard]' in the aiopgq clone"
     ) from exc
 
 from .app import TOKEN_ENV, create_app

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from aiopgq import Error, JobNotFound, Queue
+from aiopgq._display import shown
 
 from .settings import TOKEN_ENV, Settings
 
@@ -151,7 +152,7 @@ async def _capped_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
-            raise Refused(400, f"Content-Length must be a number of bytes, got {declared!r}")
+            raise Refused(400, f"Content-Length must be a number of bytes, got {shown(declared)}")
         if int(declared) > _MAX_BODY:
             raise Refused(413, f"an action's form is at most {_MAX_BODY} bytes")
     body = bytearray()

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aiopgq import Error, JobNotFound, JobStatus, Queue
+from aiopgq._display import shown
 
 from .render import Templates, timeline
 from .settings import Settings
@@ -143,7 +144,7 @@ def _filters(request: Request) -> dict[str, Any]:
     if status:
         statuses = [s.value for s in JobStatus]
         if status not in statuses:
-            raise BadRequest(f"status must be one of {', '.join(statuses)}, got {status!r}")
+            raise BadRequest(f"status must be one of {', '.join(statuses)}, got {shown(status)}")
         filters["status"] = status
     for name in ("queue", "task"):
         value = params.get(name, "").strip()
@@ -154,6 +155,6 @@ def _filters(request: Request) -> dict[str, Any]:
     before = params.get("before", "").strip()
     if before:
         if not before.isdigit():
-            raise BadRequest(f"before must be a job id, got {before!r}")
+            raise BadRequest(f"before must be a job id, got {shown(before)}")
         filters["before"] = int(before)
     return filters

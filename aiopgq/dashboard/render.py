@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from aiopgq import Job, JobStatus
-from aiopgq._display import pretty
+from aiopgq._display import current_error, pretty
 
 from .settings import Settings
 
@@ -33,7 +33,13 @@ class Templates:
             lstrip_blocks=True,
         )
         self.env.filters.update(
-            ago=ago, duration=duration, rate=rate, when=when, pretty=pretty, summary=summary
+            ago=ago,
+            duration=duration,
+            rate=rate,
+            when=when,
+            pretty=pretty,
+            summary=summary,
+            current_error=current_error,
         )
 
     def page(

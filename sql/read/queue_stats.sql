@@ -3,6 +3,8 @@
 -- now, scheduled for later and running, with the mean progress of the running ones
 -- that report it; the jobs that arrived and that finished done, failed or cancelled in
 -- the last $1 seconds; the age of the oldest runnable job; whether the queue is paused.
+-- Every known queue has a row, with zeros when idle: those with such jobs, a row in the
+-- queues table (settings, pause) or a task a worker registered (sql/register_tasks.sql).
 --
 -- With a window it reads the partial indexes only (pending rows, rows with a lease,
 -- recently finished rows), never the whole table: cheap enough to poll every second. A
@@ -41,13 +43,18 @@ WITH since AS (
            avg(progress) FILTER (WHERE status = 'running') AS progress
     FROM recent
     GROUP BY queue
+), known AS (
+    -- Two small tables, not the jobs: an idle queue costs nothing to list.
+    SELECT queue, coalesce(q.paused, false) AS paused
+    FROM {{schema}}.queues q
+    FULL JOIN (SELECT DISTINCT t.queue FROM {{schema}}.tasks t) AS t USING (queue)
 )
-SELECT coalesce(p.queue, q.queue) AS queue,
+SELECT queue,
        coalesce(p.runnable, 0) AS runnable, coalesce(p.scheduled, 0) AS scheduled,
        coalesce(p.running, 0) AS running, coalesce(p.arrived, 0) AS arrived,
        coalesce(p.done, 0) AS done, coalesce(p.failed, 0) AS failed,
        coalesce(p.cancelled, 0) AS cancelled, p.oldest_runnable_age, p.progress,
-       coalesce(q.paused, false) AS paused
+       coalesce(k.paused, false) AS paused
 FROM per_queue p
-FULL JOIN (SELECT queue, paused FROM {{schema}}.queues WHERE paused) AS q USING (queue)
+FULL JOIN known k USING (queue)
 ORDER BY 1;

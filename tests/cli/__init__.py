@@ -1,0 +1,1 @@
+"""The `aiopgq` command line, run as a user runs it: commands, messages, exit statuses."""

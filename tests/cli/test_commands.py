@@ -89,7 +89,7 @@ def test_server_offers_no_database_options() -> None:
 
 def test_a_bad_dsn_error_shows_the_example_whole() -> None:
     done = aiopgq_cli("--dsn", "bad", "migrate")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr == (
         "aiopgq: cannot parse the database URL 'bad': it must start with postgresql:// "
         "(for example postgresql://user@host:5432/dbname)\n"
@@ -126,7 +126,7 @@ async def test_payload_from_stdin_and_from_a_file(
     too_big = aiopgq_cli(
         *common, "-", "--max-payload-bytes", "1000", stdin=json.dumps(big), env=env
     )
-    assert too_big.returncode == 1 and "over the 1000-byte limit" in too_big.stderr
+    assert too_big.returncode == 2 and "over the 1000-byte limit" in too_big.stderr
 
     cases = {
         f"@{tmp_path / 'missing.json'}": "aiopgq: cannot read payload file ",
@@ -252,7 +252,7 @@ async def test_worker_dsn_flag_serves_a_module_whose_queue_reads_the_environment
     assert time.monotonic() - started < 30
     assert (await queue.get_job(int(enqueued.stdout))).result == 3
     no_dsn = aiopgq_cli("worker", "envapp:queue", "--burst", cwd=tmp_path)
-    assert no_dsn.returncode == 1
+    assert no_dsn.returncode == 2
     assert no_dsn.stderr.startswith("aiopgq: no database given"), no_dsn.stderr
     assert "AIOPGQ_DSN" in no_dsn.stderr and "Traceback" not in no_dsn.stderr
 

@@ -80,7 +80,7 @@ async def test_retry_cancel_pause_resume_refuse_bad_input_in_one_line(
         code, _, err = cli(*args)
         assert code == 2 and err.startswith("aiopgq: ") and message in err, (args, err)
     code, _, err = cli("pause", "")
-    assert code == 1 and err.startswith("aiopgq: queue name must be"), err
+    assert code == 2 and err.startswith("aiopgq: queue name '' is empty"), err
     code, out, err = cli("cancel", "31337")
     assert code == 1 and err.startswith(f"aiopgq: no job with id 31337 in schema {queue.schema}")
 

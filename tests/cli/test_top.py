@@ -29,6 +29,8 @@ def spawn_top(dsn: str, schema: str) -> pexpect.spawn:
         cwd=str(ROOT),
         dimensions=(40, 200),
         encoding="utf-8",
+        # Ctrl-C makes the terminal drop the output in flight, which can end mid-character.
+        codec_errors="replace",
         timeout=30,
     )
 

@@ -85,7 +85,7 @@ async def test_an_unknown_name_is_refused_with_the_known_ones(
         await queue.enqueue_many("app.mial", [{}])
 
     refused = run_cli(dsn, queue.schema, "--schema", queue.schema, "enqueue", "app.mial", "{}")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert refused.stderr.startswith("aiopgq: no task named 'app.mial' is registered (known:")
 
     with pytest.raises(asyncpg.NoDataFoundError, match=r"known: app\.crash, app\.mail"):

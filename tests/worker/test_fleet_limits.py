@@ -227,6 +227,6 @@ async def test_cli_shows_and_sets_a_queues_limits(dsn: str, queue: Queue) -> Non
     assert bad.returncode == 2
     assert "--rate: takes a number or 'none', not 'fast'" in bad.stderr
     refused = run_cli(dsn, queue.schema, "queue", "exports", "--concurrency", "0")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert refused.stderr.startswith("aiopgq: concurrency must be an int >= 1")
     assert "Traceback" not in bad.stderr + refused.stderr
