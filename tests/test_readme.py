@@ -1,4 +1,4 @@
-"""The README's runnable blocks, pasted in order the way a newcomer pastes them.
+"""The docs' runnable blocks (README.md, docs/*.md), pasted in order the way a newcomer pastes them.
 
 A fenced block right after `<!-- run: GROUP -->` belongs to GROUP. A Python block whose
 first line is `# NAME.py` is saved as NAME.py in a fresh folder; a shell block's lines run
@@ -36,6 +36,8 @@ from aiopgq._embedded.running import DEFAULT_PORT, dsn_for, export_line
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+GETTING_STARTED = DOCS / "getting-started.md"
 # `aiopgq server`'s default, as the shell line it prints spells it (its socket under $HOME)
 SERVER_DSN = "postgresql://postgres@/postgres?host=$HOME/.local/share/aiopgq/pg18&port=5433"
 BIN = Path(sys.executable).parent  # python, aiopgq and uvicorn of this environment
@@ -49,8 +51,8 @@ class Block:
     text: str
 
 
-def blocks(group: str) -> list[Block]:
-    found = [Block(*m.groups()) for m in _BLOCK.finditer(README.read_text(encoding="utf-8"))]
+def blocks(group: str, markdown: Path = README) -> list[Block]:
+    found = [Block(*m.groups()) for m in _BLOCK.finditer(markdown.read_text(encoding="utf-8"))]
     return [b for b in found if b.group == group]
 
 
@@ -196,11 +198,11 @@ def test_the_readme_dsn_is_the_one_aiopgq_server_prints_by_default() -> None:
     default = Path.home() / ".local" / "share" / "aiopgq" / "pg18"
     line = export_line(dsn_for(default, DEFAULT_PORT))
     assert line == f'export AIOPGQ_DSN="{SERVER_DSN}"'
-    assert f"`{line}`" in README.read_text(encoding="utf-8")
+    assert f"`{line}`" in GETTING_STARTED.read_text(encoding="utf-8")
 
 
 def test_quick_start_runs_as_pasted(newcomer: Newcomer) -> None:
-    quick = blocks("quickstart")
+    quick = blocks("quickstart", GETTING_STARTED)
     assert [b.language for b in quick] == ["python", "bash", "bash"]
     for block in quick:
         newcomer.paste(block)
@@ -236,7 +238,7 @@ def fetchval_args(dsn: str, sql: str, *args: Any) -> Any:
 async def test_fastapi_example_enqueues_and_its_embedded_worker_runs(
     newcomer: Newcomer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for block in blocks("fastapi"):
+    for block in blocks("fastapi", GETTING_STARTED):
         newcomer.paste(block, background=False)  # migrate; the app runs in-process below
     assert "applied migrations" in newcomer.output("aiopgq migrate")
     monkeypatch.setenv("AIOPGQ_DSN", newcomer.dsn)
@@ -278,7 +280,7 @@ def free_port() -> int:
 
 def test_fastapi_example_under_uvicorn_shows_aiopgq_logs(newcomer: Newcomer) -> None:
     port = free_port()
-    for block in blocks("fastapi"):
+    for block in blocks("fastapi", GETTING_STARTED):
         # as written, but on a free port: 8000 may be taken on a shared machine
         newcomer.paste(block, extra=f" --port {port}")
     base = f"http://127.0.0.1:{port}"

@@ -1,9 +1,9 @@
-"""The README's "Operating queues" examples run as pasted (see tests/test_readme.py)."""
+"""docs/operating-queues.md's examples run as pasted (see tests/test_readme.py)."""
 
 from __future__ import annotations
 
 from . import test_readme
-from .test_readme import Newcomer, blocks
+from .test_readme import DOCS, Newcomer, blocks
 
 # test_readme's fixtures, for this module: a database of its own, a shell in a fresh folder
 database = test_readme.database
@@ -11,7 +11,7 @@ newcomer = test_readme.newcomer
 
 
 def test_operating_examples_run_as_pasted(newcomer: Newcomer) -> None:
-    found = blocks("operate")
+    found = blocks("operate", DOCS / "operating-queues.md")
     assert [b.language for b in found] == ["python", "bash"] * 3
     for block in found:
         newcomer.paste(block)

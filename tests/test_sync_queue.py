@@ -171,7 +171,7 @@ async def test_setup_errors_name_the_fix(
 
 
 async def test_the_readme_example_runs_as_written(dsn: str, tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
     section = text[text.index("\n## Enqueue from synchronous code") :]
     [script] = re.findall(r"```python\n(# signup\.py.*?)```", section, flags=re.S)
     (tmp_path / "signup.py").write_text(script)

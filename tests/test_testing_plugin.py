@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end]
@@ -56,7 +56,7 @@ def write_project(project: Path, files: dict[str, str]) -> None:
 
 
 def test_the_readme_example_passes_on_the_given_database(dsn: str, tmp_path: Path) -> None:
-    files = readme_files("Testing your own code")
+    files = readme_files("An example project")
     assert sorted(files) == ["conftest.py", "jobs.py", "pyproject.toml", "test_jobs.py"]
     write_project(tmp_path, files)
     result = run_pytest(tmp_path, dsn)
@@ -65,7 +65,7 @@ def test_the_readme_example_passes_on_the_given_database(dsn: str, tmp_path: Pat
 
 
 def test_the_readme_example_passes_on_the_plugins_own_embedded_server(tmp_path: Path) -> None:
-    write_project(tmp_path, readme_files("Testing your own code"))
+    write_project(tmp_path, readme_files("An example project"))
     (tmp_path / "test_where.py").write_text(
         "import os\nfrom urllib.parse import urlsplit\n\n\n"
         "def test_the_plugin_started_a_server_and_said_where(aiopgq_dsn):\n"

@@ -1,11 +1,11 @@
-"""The README's Dashboard examples run as pasted (see tests/test_readme.py)."""
+"""docs/operations.md's Dashboard examples run as pasted (see tests/test_readme.py)."""
 
 from __future__ import annotations
 
 import httpx
 
 from .. import test_readme
-from ..test_readme import Newcomer, blocks, free_port, wait_for
+from ..test_readme import DOCS, Newcomer, blocks, free_port, wait_for
 
 # test_readme's fixtures, for this module: a database of its own, a shell in a fresh folder
 database = test_readme.database
@@ -13,7 +13,7 @@ newcomer = test_readme.newcomer
 
 
 def test_dashboard_examples_run_as_pasted(newcomer: Newcomer) -> None:
-    found = blocks("dashboard")
+    found = blocks("dashboard", DOCS / "operations.md")
     assert [b.language for b in found] == ["bash", "python", "bash"]
     ports = [free_port(), free_port()]
     # As written, but on free ports: 8080 and 8000 may be taken on a shared machine.

@@ -1,8 +1,8 @@
-"""The README's "Handlers" examples, pasted and run as a newcomer would (tests/test_readme.py)."""
+"""docs/handlers.md's examples, pasted and run as a newcomer would (tests/test_readme.py)."""
 
 from __future__ import annotations
 
-from ..test_readme import Newcomer, blocks, database, newcomer  # noqa: F401 - fixtures
+from ..test_readme import DOCS, Newcomer, blocks, database, newcomer  # noqa: F401 - fixtures
 
 EXPECTED = {
     "python context.py": ["2024-06-01: job ", ", attempt 1 of 3"],
@@ -16,7 +16,7 @@ EXPECTED = {
 
 
 def test_handlers_examples_run_as_pasted(newcomer: Newcomer) -> None:  # noqa: F811
-    pasted = blocks("handlers")
+    pasted = blocks("handlers", DOCS / "handlers.md")
     assert [b.language for b in pasted] == ["python"] * 7 + ["bash"]
     for block in pasted:
         newcomer.paste(block)
