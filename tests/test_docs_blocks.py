@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 PASTED = {"python", "py", "bash", "sh", "shell", "console", "pycon"}
 _FENCE = re.compile(r" *```(\w*).*")
-_RUN = re.compile(r"<!-- run: (\w+) -->")
+_RUN = re.compile(r"^<!-- run: (\w+) -->$", re.MULTILINE)
 _NOT_RUN = re.compile(r"<!-- not run: \S.* -->")
 
 # Each group, and where its runner reads it (the file, and what in it names the group).
