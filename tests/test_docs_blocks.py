@@ -66,8 +66,7 @@ def test_every_pasted_block_runs_or_says_why_not() -> None:
     assert not unknown, "\n".join(unknown)
     assert not unmarked, (
         "these blocks are neither run nor say why not "
-        "(`<!-- run: GROUP -->` or `<!-- not run: REASON -->` before them):\n"
-        + "\n".join(unmarked)
+        "(`<!-- run: GROUP -->` or `<!-- not run: REASON -->` before them):\n" + "\n".join(unmarked)
     )
 
 

@@ -140,7 +140,7 @@ class Queue:
 
     @property
     def sql(self) -> Statements:
-        # The schema's statements, for the worker runtime (not part of the documented API).
+        """The schema's SQL statements, for the worker runtime; not for applications."""
         return self._core.sql
 
     def connect_args(self) -> tuple[str | None, dict[str, Any]]:

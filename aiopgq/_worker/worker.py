@@ -157,6 +157,7 @@ class Worker:
 
     @property
     def running_jobs(self) -> int:
+        """How many jobs this worker runs now (0 before it starts and after it stops)."""
         return len(self._dispatcher.running) if self._dispatcher else 0
 
     @property
@@ -166,6 +167,8 @@ class Worker:
 
     @property
     def listener(self) -> Listener | None:
+        """The LISTEN connection's manager while the worker runs with `listen=True`, else
+        None; for tests and diagnostics."""
         return self._listener
 
     def stop(self) -> None:
