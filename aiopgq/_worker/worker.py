@@ -111,7 +111,7 @@ class Worker:
         self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
         # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
-        # the listener then needs a direct address (see "Scaling" in the README).
+        # the listener then needs a direct address (see docs/scaling.md).
         self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
         self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
         self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
