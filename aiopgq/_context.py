@@ -100,6 +100,7 @@ class JobContext:
 
     @property
     def job_id(self) -> int:
+        """The running job's id."""
         return self.job.id
 
     @property
@@ -109,18 +110,23 @@ class JobContext:
 
     @property
     def max_attempts(self) -> int:
+        """The most attempts this job may make (its task's `max_attempts` unless enqueued with
+        another)."""
         return self.job.max_attempts
 
     @property
     def queue(self) -> str:
+        """The name of the queue the job was claimed from."""
         return self.job.queue
 
     @property
     def task(self) -> str:
+        """The task's name, as registered with `@queue.task(name=...)`."""
         return self.job.task
 
     @property
     def enqueued_at(self) -> datetime:
+        """When the job was enqueued (an aware datetime, the database's clock)."""
         return self.job.created_at
 
     @property

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # croniter is imported where it is used: `import aiopgq` stays 12 ms faster for the
 # programs (producers, most workers) that have no periodic task.
 
-# What `missed=` accepts; see README "Periodic jobs".
+# What `missed=` accepts; see docs/periodic.md.
 MISSED_POLICIES = ("latest", "skip", "all")
 _ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _HOUR = 1  # croniter's expanded fields: minute, hour, day, month, weekday[, second]

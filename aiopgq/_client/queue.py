@@ -61,7 +61,7 @@ class Queue:
     >>> async with queue: await queue.enqueue("demo.add", {"a": 1, "b": 2})
 
     `enqueue_retry_for` (seconds or a timedelta, default 0: fail at once) makes enqueues
-    wait out a database they cannot reach, retrying only what cannot run twice (README,
+    wait out a database they cannot reach, retrying only what cannot run twice (docs/tasks.md,
     "Producers during an outage").
     """
 
@@ -140,7 +140,7 @@ class Queue:
 
     @property
     def sql(self) -> Statements:
-        # The schema's statements, for the worker runtime (not part of the documented API).
+        """The schema's SQL statements, for the worker runtime; not for applications."""
         return self._core.sql
 
     def connect_args(self) -> tuple[str | None, dict[str, Any]]:
@@ -359,13 +359,13 @@ class Queue:
         registered here, else from the registry workers keep (TaskNotFound for a name
         no worker registered, while some registered others), else queue "default".
         With an `idempotency_key`, a job already holding the key is returned instead
-        (README "Unique jobs" for `on_conflict` and `unique_for`). `concurrency_key`
+        (docs/unique.md for `on_conflict` and `unique_for`). `concurrency_key`
         is the job's key for its queue's per-key limit (`Queue.configure`).
 
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, delay=5)
         >>> await queue.enqueue("demo.add", {"a": 1, "b": 2}, idempotency_key="add-1-2")
 
-        `enqueue_retry_for` waits out an unreachable database for this call (README,
+        `enqueue_retry_for` waits out an unreachable database for this call (docs/tasks.md,
         "Producers during an outage"); the queue's `enqueue_retry_for` when None.
         """
         return await self._enqueue.one(task, payload, None, options)

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     Connection: TypeAlias = "asyncpg.Connection[Any] | PoolConnectionProxy[Any]"
 else:  # asyncpg's classes are generic in the stubs only
     Connection = Union[asyncpg.Connection, PoolConnectionProxy]  # noqa: UP007
+"""The type of the `connection=` arguments: an asyncpg connection, or one acquired from a pool."""
 
 
 async def close_quietly(conn: asyncpg.Connection[Any]) -> None:

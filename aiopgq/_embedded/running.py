@@ -37,7 +37,7 @@ def export_line(dsn: str) -> str:
     """The shell line that sets AIOPGQ_DSN to `dsn`, quoted (a DSN holds ``?`` and ``&``).
 
     A socket folder under $HOME is written as $HOME, so the line reads the same for
-    everyone (it is the README's): export AIOPGQ_DSN="postgresql://...?host=$HOME/...".
+    everyone (it is the one the docs show): export AIOPGQ_DSN="postgresql://...?host=$HOME/...".
     """
     home = str(Path.home()).rstrip("/")
     marker = f"host={quote(home, safe='/')}/"

@@ -135,6 +135,7 @@ class WorkerProcesses:
 
     @property
     def command(self) -> list[str]:
+        """The command line each worker process runs: `python -m aiopgq worker TARGET ARGS`."""
         return [sys.executable, "-m", "aiopgq", "worker", self.target, *self.args]
 
     def _child_env(self) -> dict[str, str] | None:

@@ -111,7 +111,7 @@ class Worker:
         self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
         # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
-        # the listener then needs a direct address (see "Scaling" in the README).
+        # the listener then needs a direct address (see docs/scaling.md).
         self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
         self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
         self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
@@ -157,6 +157,7 @@ class Worker:
 
     @property
     def running_jobs(self) -> int:
+        """How many jobs this worker runs now (0 before it starts and after it stops)."""
         return len(self._dispatcher.running) if self._dispatcher else 0
 
     @property
@@ -166,6 +167,8 @@ class Worker:
 
     @property
     def listener(self) -> Listener | None:
+        """The LISTEN connection's manager while the worker runs with `listen=True`, else
+        None; for tests and diagnostics."""
         return self._listener
 
     def stop(self) -> None:

@@ -1,4 +1,4 @@
-"""The README's command table names every command of the parser, and only those."""
+"""The command table of docs/cli.md names every command of the parser, and only those."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiopgq._cli import _parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def parser_commands() -> set[str]:

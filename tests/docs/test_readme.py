@@ -1,4 +1,5 @@
-"""The README's quick start and FastAPI example, pasted in order the way a newcomer pastes them."""
+"""The getting-started page's quick start and FastAPI example, pasted in order the way a
+newcomer pastes them."""
 
 from __future__ import annotations
 
@@ -16,19 +17,21 @@ import pytest
 
 from aiopgq._embedded.running import DEFAULT_PORT, dsn_for, export_line
 
-from ..support.markdown import README, blocks
+from ..support.markdown import ROOT, blocks
 from ..support.newcomer import SERVER_DSN, Newcomer, fetchval, free_port, wait_for
+
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 
 
 def test_the_readme_dsn_is_the_one_aiopgq_server_prints_by_default() -> None:
     default = Path.home() / ".local" / "share" / "aiopgq" / "pg18"
     line = export_line(dsn_for(default, DEFAULT_PORT))
     assert line == f'export AIOPGQ_DSN="{SERVER_DSN}"'
-    assert f"`{line}`" in README.read_text(encoding="utf-8")
+    assert f"`{line}`" in GETTING_STARTED.read_text(encoding="utf-8")
 
 
 def test_quick_start_runs_as_pasted(newcomer: Newcomer) -> None:
-    quick = blocks("quickstart")
+    quick = blocks("quickstart", GETTING_STARTED)
     assert [b.language for b in quick] == ["python", "bash", "bash"]
     for block in quick:
         newcomer.paste(block)
@@ -64,7 +67,7 @@ def fetchval_args(dsn: str, sql: str, *args: Any) -> Any:
 async def test_fastapi_example_enqueues_and_its_embedded_worker_runs(
     newcomer: Newcomer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for block in blocks("fastapi"):
+    for block in blocks("fastapi", GETTING_STARTED):
         newcomer.paste(block, background=False)  # migrate; the app runs in-process below
     assert "applied migrations" in newcomer.output("aiopgq migrate")
     monkeypatch.setenv("AIOPGQ_DSN", newcomer.dsn)
@@ -100,7 +103,7 @@ async def test_fastapi_example_enqueues_and_its_embedded_worker_runs(
 
 def test_fastapi_example_under_uvicorn_shows_aiopgq_logs(newcomer: Newcomer) -> None:
     port = free_port()
-    for block in blocks("fastapi"):
+    for block in blocks("fastapi", GETTING_STARTED):
         # as written, but on a free port: 8000 may be taken on a shared machine
         newcomer.paste(block, extra=f" --port {port}")
     base = f"http://127.0.0.1:{port}"

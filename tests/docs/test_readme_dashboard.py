@@ -1,15 +1,15 @@
-"""The README's Dashboard examples run as pasted (tests/support/newcomer.py)."""
+"""docs/operations.md's examples run as pasted (tests/support/newcomer.py)."""
 
 from __future__ import annotations
 
 import httpx
 
-from ..support.markdown import blocks
+from ..support.markdown import ROOT, blocks
 from ..support.newcomer import Newcomer, free_port, wait_for
 
 
 def test_dashboard_examples_run_as_pasted(newcomer: Newcomer) -> None:
-    found = blocks("dashboard")
+    found = blocks("dashboard", ROOT / "docs" / "operations.md")
     assert [b.language for b in found] == ["bash", "python", "bash"]
     ports = [free_port(), free_port()]
     # As written, but on free ports: 8080 and 8000 may be taken on a shared machine.

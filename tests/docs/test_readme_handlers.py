@@ -1,8 +1,8 @@
-"""The README's "Handlers" examples run as pasted (tests/support/newcomer.py)."""
+"""docs/handlers.md's examples run as pasted (tests/support/newcomer.py)."""
 
 from __future__ import annotations
 
-from ..support.markdown import blocks
+from ..support.markdown import ROOT, blocks
 from ..support.newcomer import Newcomer
 
 EXPECTED = {
@@ -17,7 +17,7 @@ EXPECTED = {
 
 
 def test_handlers_examples_run_as_pasted(newcomer: Newcomer) -> None:
-    pasted = blocks("handlers")
+    pasted = blocks("handlers", ROOT / "docs" / "handlers.md")
     assert [b.language for b in pasted] == ["python"] * 7 + ["bash"]
     for block in pasted:
         newcomer.paste(block)

@@ -1,13 +1,13 @@
-"""The README's "Operating queues" examples run as pasted (tests/support/newcomer.py)."""
+"""docs/operating-queues.md's examples run as pasted (tests/support/newcomer.py)."""
 
 from __future__ import annotations
 
-from ..support.markdown import blocks
+from ..support.markdown import ROOT, blocks
 from ..support.newcomer import Newcomer
 
 
 def test_operating_examples_run_as_pasted(newcomer: Newcomer) -> None:
-    found = blocks("operate")
+    found = blocks("operate", ROOT / "docs" / "operating-queues.md")
     assert [b.language for b in found] == ["python", "bash"] * 3
     for block in found:
         newcomer.paste(block)

@@ -1,4 +1,4 @@
-"""The README's SyncQueue example (signup.py) runs as written, in a script of its own."""
+"""docs/tasks.md's SyncQueue example (signup.py) runs as written, in a script of its own."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from ..support.markdown import ROOT, section_files
 
 
 async def test_the_readme_example_runs_as_written(dsn: str, tmp_path: Path) -> None:
-    script = section_files("Enqueue from synchronous code: SyncQueue")["signup.py"]
+    script = section_files("Enqueue from synchronous code: SyncQueue", ROOT / "docs" / "tasks.md")[
+        "signup.py"
+    ]
     (tmp_path / "signup.py").write_text(script)
     # A database of its own: the example uses the default schema, aiopgq.
     database = f"readme_{uuid.uuid4().hex[:8]}"
