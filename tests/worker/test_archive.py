@@ -245,7 +245,7 @@ async def test_the_partition_command(dsn: str, queue: Queue) -> None:
     assert lines[2].split()[:3] == ["jobs_archive_done_start", "done", "-"]
     assert len(lines) == 2 + 3 * 4  # per status: the first, the current and two ahead
     code, _, err = cli("--enable", "--archive-after", "5")
-    assert (code, err) == (1, "aiopgq: archive_after must be at least 60 seconds, got 5.0\n")
+    assert (code, err) == (2, "aiopgq: archive_after must be at least 60 seconds, got 5.0\n")
     code, _, err = cli("--partition-width", "600")
     assert (code, err) == (2, "aiopgq: --archive-after and --partition-width go with --enable\n")
     code, out, _ = cli("--disable")
