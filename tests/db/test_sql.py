@@ -254,7 +254,7 @@ async def test_sql_enqueue_rejects_a_payload_that_is_not_an_object(
         await conn.fetchval(f"SELECT \"{queue.schema}\".enqueue('t', '[1, 2]'::jsonb)")
 
 
-_PACKAGE = Path(__file__).resolve().parent.parent / "aiopgq"
+_PACKAGE = Path(__file__).resolve().parents[2] / "aiopgq"
 # The names of objects that hold Statements (or OpsStatements) in the package's code.
 _STATEMENT_HOLDERS = {"sql", "_sql", "ops"}
 
