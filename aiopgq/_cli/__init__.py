@@ -24,6 +24,7 @@ from .._errors import CannotConnect, ConfigurationError, Error, TaskNotFound, cu
 from . import (
     actions,
     dashboard,
+    demo,
     doctor,
     enqueue,
     jobs,
@@ -70,7 +71,7 @@ class _Parser(argparse.ArgumentParser):
 
 COMMAND_MODULES = (
     *(migrate, enqueue, status, jobs, actions, queue, worker, doctor, workers, top),
-    *(schedules, server),
+    *(schedules, server, demo),
     *(dashboard, partition),
 )
 
