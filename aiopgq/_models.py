@@ -279,7 +279,7 @@ def job_from_record(
 
 
 def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
-    """The history in a job's metadata (see sql/migrations/0019_handlers.sql) as JobEvents."""
+    """The history in a job's metadata (see sql/migrations/baseline_*.sql) as JobEvents."""
     return tuple(
         JobEvent(
             event=str(entry["event"]),
@@ -295,7 +295,7 @@ def history_of(entries: Sequence[Mapping[str, Any]]) -> tuple[JobEvent, ...]:
 
 
 def errors_from_json(text: str | None) -> tuple[JobError, ...]:
-    """The `errors` column (see sql/migrations/0011_operator_control.sql) as JobErrors."""
+    """The `errors` column (see sql/migrations/baseline_*.sql) as JobErrors."""
     if text is None:
         return ()
     return tuple(

@@ -1,8 +1,9 @@
 """Unique jobs: idempotency keys on every enqueue path, and what a duplicate does.
 
-Keyed jobs go through one SQL function, enqueue_unique() (migration 0010), whatever
-the path (enqueue, enqueue_many, copy_many, the SQL enqueue()): it inserts what it
-can in set-based statements and settles held keys one at a time. Jobs without a key
+Keyed jobs go through one SQL function, enqueue_unique() (sql/functions/
+enqueue_unique.sql), whatever the path (enqueue, enqueue_many, copy_many, the SQL
+enqueue()): it inserts what it can in set-based statements and settles held keys one
+at a time. Jobs without a key
 never come here.
 """
 

@@ -1,7 +1,7 @@
 """Archive: the partitioned layout's share of a maintenance pass (move, extend, drop).
 
 In the plain layout a pass reads one small row here and stops. See
-sql/migrations/0018_partitioned_archive.sql for the layout and why it exists.
+sql/functions/archive.sql for the layout and why it exists.
 """
 
 from __future__ import annotations

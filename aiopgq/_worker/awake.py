@@ -4,7 +4,7 @@ A fetching worker advertises itself through the listener's session locks, and th
 insert trigger skips NOTIFY while one is held. Before the worker sleeps it stops
 advertising and waits (in the background) for the producers that skipped, then
 claims again; a busy worker hands the role over by waking its peers.
-sql/migrations/0003_notify_once.sql explains why that makes skipping safe.
+sql/functions/wake.sql explains why that makes skipping safe.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class Listener:
 
     The same connection carries the worker's "awake" advisory locks (session
     locks must live on a connection that is not shared): while they are held,
-    producers skip their NOTIFY (see sql/migrations/0003_notify_once.sql).
+    producers skip their NOTIFY (see sql/functions/wake.sql).
 
     A connection that does not reach PostgreSQL directly (pgbouncer or another
     pooler: the backend pid it reports is not the one serving its queries) takes

@@ -3,11 +3,11 @@
 Every worker that serves a periodic task's queue runs this loop; there is no leader.
 It wakes at the next tick of its schedules (at the latest every `interval`), reads
 where each schedule stands and the database's clock, and takes the due ticks with
-take_ticks() (migration 0010): a compare-and-set on the schedule's last tick and the
-insert of their jobs, in one statement. Of the workers that find the same ticks due,
-one moves last_tick and enqueues; the others find it moved and enqueue nothing. So a
-schedule keeps ticking while any of its workers lives, and (jobs_tick_idx) no tick
-gets two jobs.
+take_ticks() (sql/functions/take_ticks.sql): a compare-and-set on the schedule's last
+tick and the insert of their jobs, in one statement. Of the workers that find the same
+ticks due, one moves last_tick and enqueues; the others find it moved and enqueue
+nothing. So a schedule keeps ticking while any of its workers lives, and (the primary
+key of periodic_ticks) no tick gets two jobs.
 
 Ticks missed while no worker ran (or while the database was unreachable) follow the
 schedule's `missed` policy: "latest" enqueues the newest one, "skip" enqueues it only

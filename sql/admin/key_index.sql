@@ -1,5 +1,5 @@
 -- Pending jobs by concurrency key, for the round-robin claim of queues with
--- key_concurrency (see claim_limited in migrations/0016_flow_control.sql). Not part
+-- key_concurrency (see claim_limited in functions/claim_limited.sql). Not part
 -- of the migrations: every index on jobs costs every insert statement, so it is
 -- created by configure() when a queue first gets a key limit, and stays. Only
 -- keyed rows enter it. CONCURRENTLY: enqueues and claims go on while it is built.

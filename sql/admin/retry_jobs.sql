@@ -1,8 +1,9 @@
 -- Put jobs $1 whose status is one of $2 (failed, or failed and cancelled) back to
 -- pending as new: attempts and snoozes reset, run now, no owner (its checkpoint stays:
 -- the new run resumes from it). Their errors stay in the
--- history (`errors`; a row failed before migration 0011 has only last_error, which
--- joins it now); last_error stays the latest error. Wakes the workers of their
+-- history (`errors`; a row with a last_error and no `errors`, written before the
+-- schema kept a history, gets its last_error as the first entry); last_error stays the
+-- latest error. Wakes the workers of their
 -- queues on channel $3 (an UPDATE fires no insert trigger). Returns the ids retried.
 --
 -- An idempotency key allows one live job: a job whose key a live job holds stays

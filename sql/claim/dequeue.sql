@@ -1,7 +1,8 @@
 -- Claim up to $2 runnable jobs of queue $1 for worker $3 in one statement: lock
 -- with SKIP LOCKED (concurrent workers get disjoint rows), mark running, count
 -- the attempt, start the lease. The planner walks jobs_pending_idx in order and
--- stops at the LIMIT (its first key is hashtext(queue): see migration 0005).
+-- stops at the LIMIT (its first key is hashtext(queue): see the index in
+-- migrations/baseline_*.sql).
 -- The update finds each locked row by its ctid (a Tid Scan), not by a second
 -- descent of the primary key (benchmarks/README.md has the instruction counts).
 -- The row is locked by this statement, so its ctid cannot change before the

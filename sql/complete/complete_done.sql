@@ -1,9 +1,9 @@
 -- Mark a batch of jobs done. $1 ids, $2 the attempt each was claimed with (the
 -- lease token: a job rescued and claimed again is not overwritten by its old
 -- owner), $3 results as JSON text (NULL for none), $4 worker id. A job someone awaits
--- (`waited` in its metadata, see migration 0015) is announced on the done channel; for
--- the others (metadata NULL) the RETURNING expression is one NULL test, and nothing
--- goes to the client.
+-- (`waited` in its metadata: see the column in migrations/baseline_*.sql) is announced
+-- on the done channel; for the others (metadata NULL) the RETURNING expression is one
+-- NULL test, and nothing goes to the client.
 WITH done AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,

@@ -2,7 +2,8 @@
 -- its backoff ($3 seconds); a job at max_attempts ends failed; $5 true fails it
 -- at once, with no retry (it cannot run: unknown task, payload that does not fit
 -- the task, result that is not JSON). $1 ids, $2 attempts (lease token), $4 errors,
--- $6 worker id. Each error also joins the job's history (push_error, migration 0011).
+-- $6 worker id. Each error also joins the job's history (push_error,
+-- sql/functions/metadata.sql).
 -- A job that ends failed and that someone awaits (`waited` in its metadata) is
 -- announced on the done channel (the fourth column, always NULL).
 UPDATE {{schema}}.jobs j

@@ -1,4 +1,4 @@
--- Enqueue jobs of task $1 with idempotency keys (see enqueue_unique() in migration 0010):
+-- Enqueue jobs of task $1 with idempotency keys (see sql/functions/enqueue_unique.sql):
 -- $2 the payloads as one JSON array, $3 one key (or NULL) per payload, $4 queue,
 -- $5 priority, $6 run_at (NULL: now), $7 max_attempts, $8 unique_for, $9 on_conflict.
 -- One row per payload, in any order (`ord` is its 1-based position).

@@ -1,3 +1,44 @@
+-- The partitioned layout of finished jobs, and the two functions that keep its
+-- partitions.
+--
+-- Plain layout, the default: finished rows stay in jobs until the maintenance leader
+-- deletes them after their status's retention (sql/maintain/prune.sql).
+--
+-- Partitioned layout, switched on by `aiopgq partition --enable` (or
+-- Queue.enable_partitioning()): the maintenance leader moves each finished row out of
+-- jobs once it has been finished for `archive_after` seconds, 1,000 rows per short
+-- transaction (sql/maintain/archive_move.sql), into jobs_archive, partitioned by status
+-- and then by ranges of finished_at `partition_width` seconds wide; retention then drops
+-- a status's partition once all of it is older than the retention, instead of deleting
+-- its rows one by one.
+--
+-- What that changes for bloat: a move deletes from jobs exactly as the pruner would, so
+-- jobs gets as many dead tuples. But jobs then holds minutes of finished rows instead of
+-- days, so each vacuum of it (and of each of its indexes, which a vacuum reads whole) is
+-- short and autovacuum keeps up; the archive is written by inserts only, so it has no
+-- dead tuples; and retention is a DROP TABLE: no WAL per row, no vacuum, the space goes
+-- back to the file system at once. The price: each finished row is written a second
+-- time, into the archive.
+--
+-- jobs, its indexes and every statement of the claim and the completions are the same
+-- in both layouts; the archive is read only by operators (get_job, list_jobs, retry,
+-- job_status) and by the maintenance leader. The tables are in
+-- sql/migrations/baseline_*.sql (archive_layout, jobs_archive, archive_partitions).
+--
+-- Both functions are SECURITY DEFINER: least-privilege workers (see grant_worker in
+-- roles.sql) run them as the schema's owner, who owns the partitions. They take no
+-- text from their caller, their dynamic SQL quotes schema and table with %I, and their
+-- search_path ends in pg_temp (sql/README.md: definer functions). lock_timeout bounds
+-- how long they wait for the archive's readers; on timeout the next maintenance pass
+-- tries again.
+
+-- Make the partitions of each finished status up to two widths past the current one;
+-- returns how many it made. Each is created apart and then attached: ATTACH takes SHARE
+-- UPDATE EXCLUSIVE on the status's table, which readers and the move do not wait for
+-- (CREATE ... PARTITION OF would take ACCESS EXCLUSIVE). After a long pause one
+-- partition bridges the gap rather than one per missed width. The first partition of a
+-- status starts at MINVALUE: it takes the rows that had finished before the layout was
+-- switched on.
 CREATE OR REPLACE FUNCTION {{schema}}.archive_extend()
  RETURNS integer
  LANGUAGE plpgsql
@@ -51,6 +92,10 @@ $function$;
 
 REVOKE ALL ON FUNCTION {{schema}}.archive_extend() FROM PUBLIC;
 
+-- Drop the partitions of status `s` that hold only rows finished before `before` (their
+-- upper bound is at or before it); returns their names. DROP takes ACCESS EXCLUSIVE on
+-- the status's table for an instant: lock_timeout bounds the wait of the archive's
+-- readers queued behind it (the claim never reads the archive).
 CREATE OR REPLACE FUNCTION {{schema}}.archive_drop(s {{schema}}.job_status, before timestamp with time zone)
  RETURNS text[]
  LANGUAGE plpgsql

@@ -1,3 +1,85 @@
+-- Flow control across the fleet: claims of the queues that have limits.
+--
+-- Per queue (the queues table): `concurrency` (at most N jobs of the queue running at
+-- once), `rate` and `burst` (a token bucket: job starts per second, and how many may
+-- start at once after a quiet spell), `key_concurrency` (at most N running jobs per
+-- jobs.concurrency_key, with claims going round-robin over the keys).
+--
+-- Queues without limits pay nothing: workers claim them with the plain statements
+-- (sql/claim/dequeue.sql), which never read the queues table. A worker reads which of
+-- its queues have limits (sql/claim/limited_queues.sql) and claims those through
+-- claim_limited() (sql/claim/dequeue_limited.sql).
+--
+-- Why a function, and why a lock: a limit is a count of running jobs, and two claims
+-- that count at once both see N-1 running and both start one. So claims of a limited
+-- queue take a transaction advisory lock per queue, and count AFTER they hold it. In
+-- READ COMMITTED a statement's snapshot is taken when it starts, before a lock it waits
+-- for inside; a claim that waited for its peer would still count with a snapshot from
+-- before the peer committed. Each statement of a VOLATILE PL/pgSQL function takes a
+-- fresh snapshot, so the counts in claim_limited(), taken after the lock, see every
+-- claim committed before ours (the lock is released only after the peer's commit).
+-- Only claims of limited queues take the lock; no claim ever locks the queue row
+-- itself, except to store the token bucket of a rate limit.
+--
+-- Lanes: one lock per queue would make the claims of a queue take turns through their
+-- commits, WAL flush included (with a limit that never binds, a drain of several worker
+-- processes ran well below the unlimited one: docs/limits.md). So the lock is split into
+-- 4 lanes (lock_limited()). A claim of a queue whose only limit is `concurrency = N` may
+-- hold a single lane while it takes at most F = N / 8 jobs (a "share"), provided the
+-- running jobs it counts after taking the lane are at most N - 4F; otherwise (and always
+-- for rate and key limits, whose state needs every claim in turn) it takes all 4 lanes
+-- and counts exactly. Why lane claims never pass N: at most 4 of them are in flight at
+-- once (one per lane), and none is while another claim holds all lanes. Take the claim
+-- whose snapshot was taken last among those committed by some moment: it saw every
+-- earlier commit and at most N - 4F running; the claims that committed after its
+-- snapshot were all in flight then, so at most 4, each of at most F jobs; so at most
+-- N - 4F + 4F = N jobs run (completions only lower it).
+--
+-- No index of its own by default: a new index on jobs costs every insert statement
+-- (opening it and its predicate) and every claim, limits used or not. A limited claim
+-- counts the queue's running jobs through jobs_running_idx (the rows with a lease: as
+-- many as the fleet runs); the index of pending jobs by key (sql/admin/key_index.sql)
+-- is created by configure() when a queue first gets key_concurrency.
+--
+-- Both functions SET enable_seqscan = off: every statement in them reads an index, and
+-- before jobs has statistics (a new table, or autovacuum off and no ANALYZE yet) the
+-- planner takes `heartbeat_at IS NOT NULL` for most rows and would read the whole table
+-- to count a queue's running jobs.
+--
+-- lock_limited(q, worker, wait): lock queue q's lanes for a limited claim: one lane when
+-- the queue's only limit is `concurrency` and at most N - 4 shares of it run ('lane'),
+-- else all four in order ('all'). With `wait` false (a held transaction) nothing is
+-- waited for: NULL when the lanes needed are taken. Lock keys: (lane's class,
+-- hashtext(q)); two queue names with the same hashtext share their lanes (a claim of
+-- both may then meet a deadlock, which PostgreSQL breaks and the worker retries).
+--
+-- claim_limited(queues, max_jobs, worker, wait, done_*): claim up to max_jobs jobs of
+-- the limited queues `queues` for `worker`, after marking done the jobs this worker
+-- finished (done_*: as sql/claim/dequeue_completing.sql; a job someone awaits is
+-- announced on the done channel, as by sql/complete/complete_done.sql). `wait`: block
+-- on a queue's lock (lease mode: claims are short), or skip a queue whose lock a peer
+-- holds (hold-transaction mode: a peer holds it for a batch).
+--
+-- It returns the claimed rows as sql/claim/dequeue.sql does, with the trace context and
+-- the job's saved checkpoint (JSON text) as the last two columns (sql/claim/
+-- dequeue_limited.sql selects those only for workers that use them), and for each queue
+-- whose limit held back runnable jobs one row with a NULL id:
+--   (NULL, queue, 'limit', NULL, NULL, NULL, NULL, wait, NULL, NULL, NULL)
+-- where wait is 0 when a running job must end first, the seconds until the next token
+-- of a rate limit (or until a peer holding the queue's lock may be done, when not
+-- waiting for it), or -1 when keys this claim did not visit may have room (claim
+-- again).
+--
+-- Queues with key_concurrency are claimed round-robin over their keys: the keys with
+-- pending jobs are visited in key order from the one after the queue's key_cursor,
+-- wrapping around (a loose index scan: one descent of jobs_pending_key_idx per key, at
+-- most `allowed + 16` keys per claim; its queries say `queue = q`, which only that
+-- index serves: see sql/admin/key_index.sql); each key gives at most key_concurrency
+-- minus its running jobs; within a priority each key gives its first job before any key
+-- gives its second. Jobs without a key are one more group, served first in each round,
+-- found among the queue's next `allowed` pending jobs in its usual order
+-- (jobs_pending_key_idx does not hold them). The next claim starts after the last key
+-- served (or the last key visited, when the visit was cut short and gave too few jobs).
 CREATE OR REPLACE FUNCTION {{schema}}.lock_limited(q text, worker text, wait boolean)
  RETURNS text
  LANGUAGE plpgsql

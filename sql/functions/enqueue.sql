@@ -1,8 +1,15 @@
 -- Enqueue one job from SQL, with the task's registered defaults and argument checks:
 --   SELECT aiopgq.enqueue('send_email', '{"to": "a@example.com"}');
 --   SELECT aiopgq.enqueue('report', '{}', concurrency_key => 'customer-42');
--- With an idempotency_key it goes through enqueue_unique() (unique_for, on_conflict).
--- It runs as its caller (EXECUTE is PUBLIC's): the caller's grants on jobs decide.
+-- queue, priority and max_attempts default to the task's row in the registry (tasks,
+-- written by the workers that serve it), else 'default', 0 and 5. While the registry is
+-- not empty it refuses a task no worker registered (SQLSTATE P0002, no_data_found),
+-- naming the known ones, and a payload whose keys do not fit the task's arguments
+-- (22023, invalid_parameter_value); an empty registry accepts any name.
+-- With an idempotency_key it goes through enqueue_unique() (unique_for, on_conflict) and
+-- returns the id of the new job or of the job holding the key.
+-- It runs as its caller (EXECUTE is PUBLIC's): the caller's grants on jobs decide, and
+-- enqueued_by stays the caller.
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '{}'::jsonb,
     queue text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT now(),
     priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT NULL::integer,

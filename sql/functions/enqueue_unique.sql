@@ -1,3 +1,29 @@
+-- Enqueue jobs of one task, each with an idempotency key or none, in one call; one row
+-- per item, in any order: `ord` (1-based) is the item, `outcome` says what happened:
+--   inserted   a new job (only id, run_at and created_at are filled: the caller has
+--              the rest)
+--   duplicate  the key is held: the holder's row, unchanged
+--   replaced   on_conflict 'replace' and the holder was pending: its row with the new
+--              payload and run_at (a running or done holder is returned as a duplicate)
+-- With on_conflict 'raise' a held key raises unique_violation (constraint
+-- jobs_idempotency_key_idx) with the holder as JSON in DETAIL, and nothing is enqueued.
+-- An item whose key an earlier item of the same call took gets that job.
+-- `payloads` is a JSON array of payload objects, `keys` one key per payload (NULL:
+-- none), `run_at` NULL means now.
+--
+-- How a key is held: every keyed enqueue locks its keys' rows in job_keys first (in key
+-- order: calls sharing keys cannot deadlock; a row it inserts is its own until it
+-- commits), so enqueues of one key settle one after the other, and whether the job still
+-- holds the key is read from the job itself (job_keys, sql/migrations/baseline_*.sql). A
+-- live job that a plain INSERT gave the key (no job_keys row) holds it too: the unique
+-- index jobs_idempotency_key_idx. When the holder keeps changing, it raises
+-- serialization_failure after 10 tries: the caller retries.
+--
+-- SECURITY DEFINER so that a producer role (INSERT on some columns, no SELECT) can have
+-- the holder back; it gets it only if it enqueued it (enqueued_by, as job_status()) or
+-- may read jobs' payloads (may update them, to replace); otherwise a held key raises
+-- insufficient_privilege. Its search_path ends in pg_temp (sql/README.md: definer
+-- functions).
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue_unique(task text, payloads jsonb, keys text[], queue text DEFAULT 'default'::text, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 5, unique_for interval DEFAULT NULL::interval, on_conflict text DEFAULT 'ignore'::text)
  RETURNS TABLE(ord integer, outcome text, id bigint, job_queue text, job_task text, payload text, status text, job_priority integer, attempts integer, job_max_attempts integer, job_run_at timestamp with time zone, locked_by text, heartbeat_at timestamp with time zone, last_error text, result text, created_at timestamp with time zone, finished_at timestamp with time zone, tick timestamp with time zone)
  LANGUAGE plpgsql

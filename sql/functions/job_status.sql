@@ -1,3 +1,8 @@
+-- A producer's view of its own jobs: the status of job `job_id`, in jobs or in the
+-- archive, if the calling session's user enqueued it (enqueued_by), else no row.
+--   SELECT * FROM aiopgq.job_status(42);
+-- SECURITY DEFINER: a producer has no SELECT on those columns of jobs (grant_producer);
+-- its search_path ends in pg_temp (sql/README.md: definer functions).
 CREATE OR REPLACE FUNCTION {{schema}}.job_status(job_id bigint)
  RETURNS TABLE(id bigint, status text, attempts integer, last_error text, result jsonb, run_at timestamp with time zone, finished_at timestamp with time zone)
  LANGUAGE sql

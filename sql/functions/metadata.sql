@@ -1,3 +1,10 @@
+-- The helpers of the columns jobs.errors and jobs.metadata (what they hold:
+-- sql/migrations/baseline_*.sql): each bound and each key's format is written once here,
+-- for every statement that writes them.
+
+-- `errors` with `entry` appended, keeping the last 10 entries: used by every statement
+-- that records a failure (sql/complete/complete_error.sql, sql/maintain/rescue.sql,
+-- sql/admin/retry_jobs.sql).
 CREATE OR REPLACE FUNCTION {{schema}}.push_error(errors jsonb, entry jsonb)
  RETURNS jsonb
  LANGUAGE sql
@@ -13,6 +20,8 @@ AS $function$
         AS s(all_entries);
 $function$;
 
+-- `metadata` with `entry` appended to its history (snoozes and aborts), keeping the last
+-- 20 entries (entry NULL: unchanged).
 CREATE OR REPLACE FUNCTION {{schema}}.push_history(metadata jsonb, entry jsonb)
  RETURNS jsonb
  LANGUAGE sql
@@ -29,6 +38,8 @@ AS $function$
     END;
 $function$;
 
+-- `metadata` with the progress and checkpoint a handler reported (NULL: keep the saved
+-- one): the heartbeat, the outcome, and ctx.transaction() save them the same way.
 CREATE OR REPLACE FUNCTION {{schema}}.with_progress(metadata jsonb, progress double precision, checkpoint jsonb)
  RETURNS jsonb
  LANGUAGE sql
@@ -41,6 +52,7 @@ AS $function$
                 ELSE jsonb_build_object('checkpoint', with_progress.checkpoint) END;
 $function$;
 
+-- How many times the job snoozed (bounded by its task's max_snoozes).
 CREATE OR REPLACE FUNCTION {{schema}}.snoozes(metadata jsonb)
  RETURNS integer
  LANGUAGE sql

@@ -2,6 +2,15 @@
 -- jobs (a plain INSERT or COPY by a producer, enqueue(), enqueue_unique(), take_ticks())
 -- meets it in the insert trigger (wake.sql), which refuses a larger payload with
 -- check_violation, constraint name jobs_payload_max_bytes (Python: PayloadTooLarge).
+-- In the trigger, not a CHECK constraint: a CHECK's expression is prepared for every
+-- statement that writes jobs, claims and completions included, while the trigger runs
+-- for inserts only, once per row.
+-- Queue(max_payload_bytes=...) checks payloads in Python before they get there. Only new
+-- jobs are measured (attempts = 0: a producer can write no other value), so retries
+-- never re-measure a payload, and a job over a limit lowered later still runs. The size
+-- is pg_column_size(), which costs nothing to read for a new value (its plain size); a
+-- value copied from a table may arrive compressed (a producer's own temporary table,
+-- say), and is then measured decompressed.
 --
 -- The default, 8 MiB, never refuses what Python's default (1,000,000 characters of JSON
 -- text) accepts: jsonb takes at most about 6 bytes per character of JSON text (the worst

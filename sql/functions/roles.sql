@@ -1,14 +1,18 @@
 -- Grants for the roles of an application, called by the schema's owner:
 --   SELECT aiopgq.grant_producer('app');  -- enqueue, read its own jobs' statuses
 --   SELECT aiopgq.grant_worker('worker'); -- claim, complete, maintain, archive
--- Calling one again on a role brings its grants up to this version's.
+-- Roles are cluster-wide, so migrate() creates none: these grant an existing role
+-- exactly what a producer or a worker needs. Calling one again on a role brings its
+-- grants up to this version's.
 
 -- A producer inserts jobs (the columns an enqueue writes) and reads back what the
 -- enqueue statements return: RETURNING needs SELECT on the returned columns (id, run_at,
 -- created_at), nothing more. It never reads other jobs' keys or statuses: keyed enqueues
 -- go through enqueue_unique(), which returns a key's holder only to the role that
--- enqueued it, and job_status() shows a producer its own jobs. The REVOKE takes back what
--- older versions granted on those columns.
+-- enqueued it, and job_status() shows a producer its own jobs. A plain INSERT with a key
+-- still meets the unique index jobs_idempotency_key_idx, which needs no SELECT (without
+-- it the error's DETAIL does not show the key). The REVOKE takes back what older
+-- versions granted on those columns.
 CREATE OR REPLACE FUNCTION {{schema}}.grant_producer(role_name name) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,3 +1,13 @@
+-- Take the ticks of schedule `name` from `expected` (the last tick the caller read) up to
+-- `latest`, and enqueue `ticks` (with their payloads) in the same statement; returns
+-- whether it took them and the new jobs' ids. A tick's job has run_at = the tick, and
+-- a row in periodic_ticks. `last_tick` only moves forward, by this compare-and-set: under
+-- READ COMMITTED a concurrent caller with the same `expected` waits for the row lock,
+-- then finds last_tick moved and takes nothing, so of the workers that find the same
+-- ticks due, one enqueues them (aiopgq/_worker/scheduler.py).
+-- SECURITY DEFINER: a worker role may enqueue periodic ticks, and nothing else (it has
+-- no INSERT on jobs); its search_path ends in pg_temp (sql/README.md: definer
+-- functions).
 CREATE OR REPLACE FUNCTION {{schema}}.take_ticks(name text, expected timestamp with time zone, latest timestamp with time zone, worker text, queue text, priority integer, max_attempts integer, ticks timestamp with time zone[], payloads text[])
  RETURNS TABLE(taken boolean, ids bigint[])
  LANGUAGE sql

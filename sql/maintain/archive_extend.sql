@@ -1,2 +1,2 @@
--- Make the archive's partitions up to two widths ahead (see 0018_partitioned_archive.sql).
+-- Make the archive's partitions up to two widths ahead (see sql/functions/archive.sql).
 SELECT {{schema}}.archive_extend();

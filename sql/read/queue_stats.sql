@@ -4,7 +4,8 @@
 -- that report it; the jobs that arrived and that finished done, failed or cancelled in
 -- the last $1 seconds; the age of the oldest runnable job; whether the queue is paused.
 -- Every known queue has a row, with zeros when idle: those with such jobs, a row in the
--- queues table (settings, pause) or a task a worker registered (sql/register_tasks.sql).
+-- queues table (settings, pause) or a task a worker registered
+-- (sql/workers/register_tasks.sql).
 --
 -- With a window it reads the partial indexes only (pending rows, rows with a lease,
 -- recently finished rows), never the whole table: cheap enough to poll every second. A

@@ -198,9 +198,9 @@ async def test_skipped_notify_wait_survives_its_connection_killed(
     cluster: Callable[..., Cluster],
 ) -> None:
     """2b. A producer whose NOTIFY was skipped (another transaction was notifying the same
-    queue) relies on the woken worker waiting for it to commit (migration 0003). Kill the
-    connection that waits: the job must still start within 1 s of its commit, not at the
-    next poll (30 s)."""
+    queue) relies on the woken worker waiting for it to commit (sql/functions/wake.sql).
+    Kill the connection that waits: the job must still start within 1 s of its commit,
+    not at the next poll (30 s)."""
     async with cluster(workers=1) as c:
         await c.start()
         await asyncio.sleep(0.5)  # idle: the fetcher sleeps on its 30 s poll

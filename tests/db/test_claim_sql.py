@@ -152,7 +152,7 @@ async def test_key_round_robin_reads_a_few_index_entries_past_a_big_backlog(
 async def test_no_index_on_jobs_until_a_queue_gets_a_key_limit(
     dsn: str, schema: str, conn: asyncpg.Connection
 ) -> None:
-    # Every index on jobs costs every insert statement, so migration 16 adds none, and
+    # Every index on jobs costs every insert statement, so flow control adds none, and
     # nothing does until a queue's key limit needs the index of pending jobs by key.
     quoted = f'"{schema}"'
     indexes = (
