@@ -6,7 +6,7 @@ and prints the calls per job: every Python and C function call the worker made w
 draining, divided by N. The count does not depend on the machine's speed or load
 (only on how the jobs fall into batches, which a burst drain of a full queue fixes), so
 a feature that adds work per job shows as a higher count in CI instead of hiding in the
-noise of a timed benchmark (tests/test_calls_per_job.py holds the ceiling).
+noise of a timed benchmark (tests/worker/test_calls_per_job.py holds the ceiling).
 
 Without --dsn it uses AIOPGQ_DSN, else DATABASE_URL, else an embedded server.
 """

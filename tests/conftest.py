@@ -83,7 +83,7 @@ async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 @pytest.fixture
 async def ledger(queue: Queue, conn: asyncpg.Connection) -> str:
-    """A table where test handlers record each execution (see tests/app.py)."""
+    """A table where test handlers record each execution (see tests/support/app.py)."""
     table = f'"{queue.schema}".ledger'
     await conn.execute(
         f"CREATE TABLE {table} (job_id bigint, attempt int, pid int, task text, "

@@ -1,81 +1,16 @@
-"""aiopgq.testing: the README's example project passes as written, and the plugin's
-fixtures and run_jobs do what the README says. The plugin runs in a pytest of its own
-(a subprocess), as in a user's project."""
+"""aiopgq.testing: the plugin's fixtures and run_jobs do what the README says. The plugin
+runs in a pytest of its own (a subprocess), as in a user's project; tests/docs runs the
+README's example project."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 from aiopgq import JobStatus, Queue
 from aiopgq.testing import run_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start:end]
-
-
-def readme_files(title: str) -> dict[str, str]:
-    """The fenced blocks of a README section whose first line names a file (`# name: ...`)."""
-    files = {}
-    for block in re.findall(r"```[a-z]*\n(.*?)```", readme_section(title), flags=re.S):
-        first = block.splitlines()[0]
-        match = re.match(r"# ([\w.]+\.(?:py|toml))\b", first)
-        if match:
-            files[match.group(1)] = block
-    return files
-
-
-def run_pytest(project: Path, env_dsn: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("AIOPGQ_DSN", "DATABASE_URL")}
-    env["PYTHONPATH"] = str(ROOT)
-    if env_dsn is not None:
-        env["AIOPGQ_DSN"] = env_dsn
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def write_project(project: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (project / name).write_text(text, encoding="utf-8")
-
-
-def test_the_readme_example_passes_on_the_given_database(dsn: str, tmp_path: Path) -> None:
-    files = readme_files("Testing your own code")
-    assert sorted(files) == ["conftest.py", "jobs.py", "pyproject.toml", "test_jobs.py"]
-    write_project(tmp_path, files)
-    result = run_pytest(tmp_path, dsn)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
-
-
-def test_the_readme_example_passes_on_the_plugins_own_embedded_server(tmp_path: Path) -> None:
-    write_project(tmp_path, readme_files("Testing your own code"))
-    (tmp_path / "test_where.py").write_text(
-        "import os\nfrom urllib.parse import urlsplit\n\n\n"
-        "def test_the_plugin_started_a_server_and_said_where(aiopgq_dsn):\n"
-        "    assert os.environ['AIOPGQ_DSN'] == aiopgq_dsn\n"
-        "    assert urlsplit(aiopgq_dsn).path == '/aiopgq_test'\n"
-    )
-    result = run_pytest(tmp_path, None)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
-
+from .support.project import run_pytest
 
 # The fixtures' promises, checked from inside a user's test session: a fresh schema per
 # test (dropped after), the user's queue bound and put back, pytest_plugins in conftest.

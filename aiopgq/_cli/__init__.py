@@ -21,6 +21,7 @@ from .._errors import Error
 from . import (
     actions,
     dashboard,
+    demo,
     doctor,
     enqueue,
     jobs,
@@ -38,7 +39,7 @@ from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
 COMMAND_MODULES = (
     *(migrate, enqueue, status, jobs, actions, queue, worker, doctor, workers, top),
-    *(schedules, server),
+    *(schedules, server, demo),
     *(dashboard, partition),
 )
 

@@ -8,6 +8,7 @@ migrated again at the start of every run, so reruns are clean.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import statistics
@@ -20,10 +21,11 @@ import anyio
 import asyncpg
 
 from .. import Queue
-from .._db.dsn import redact
+from .._db.dsn import redact, resolve_dsn
 from .._db.statements import quote_identifier
 from .._embedded.running import export_line
 from .._errors import ConfigurationError, Error
+from .common import AddCommand, UsageError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -48,6 +50,30 @@ class _Run:
     drain_seconds: float = 0.0
     version: str = ""
     sampled: anyio.Event | None = None  # set once every latency job has started
+
+
+def register(add: AddCommand) -> None:
+    demo = add(
+        "demo",
+        "enqueue and run jobs on the embedded server (or on --dsn, $AIOPGQ_DSN, $DATABASE_URL) "
+        "and report",
+        schema=False,
+    )
+    demo.add_argument(
+        "--jobs", type=int, metavar="N", default=20_000, help="jobs to enqueue and drain"
+    )
+    demo.set_defaults(
+        run=demo_run,
+        sync=True,
+        quiet=True,
+        no_database="the demo works in a schema of its own, aiopgq_demo, dropped at each run",
+    )
+
+
+def demo_run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return run_demo(resolve_dsn(args.dsn), jobs=args.jobs)
 
 
 def run_demo(

@@ -1,13 +1,12 @@
-"""`aiopgq server` and `aiopgq demo`: a local PostgreSQL, and the queue at work on it."""
+"""`aiopgq server`: a persistent local PostgreSQL (embedded) in the foreground."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from .._db.dsn import resolve_dsn
 from .._embedded.running import DEFAULT_PORT
-from .common import AddCommand, UsageError
+from .common import AddCommand
 
 
 def register(add: AddCommand) -> None:
@@ -39,32 +38,8 @@ def register(add: AddCommand) -> None:
         no_database="it starts its own PostgreSQL and prints the DSN to use",
     )
 
-    demo = add(
-        "demo",
-        "enqueue and run jobs on the embedded server (or on --dsn, $AIOPGQ_DSN, $DATABASE_URL) "
-        "and report",
-        schema=False,
-    )
-    demo.add_argument(
-        "--jobs", type=int, metavar="N", default=20_000, help="jobs to enqueue and drain"
-    )
-    demo.set_defaults(
-        run=demo_run,
-        sync=True,
-        quiet=True,
-        no_database="the demo works in a schema of its own, aiopgq_demo, dropped at each run",
-    )
-
 
 def serve(args: argparse.Namespace) -> int:
     from ..embedded import serve_forever
 
     return serve_forever(args.data_dir, args.port)
-
-
-def demo_run(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    return run_demo(resolve_dsn(args.dsn), jobs=args.jobs)

@@ -17,8 +17,8 @@ import pytest
 
 from aiopgq.embedded import EmbeddedServer, start_throwaway
 
-from ..bouncer import start_pgbouncer
-from .harness import Cluster
+from ..support.bouncer import start_pgbouncer
+from ..support.chaos_harness import Cluster
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ import pytest
 
 from aiopgq.embedded import EmbeddedServer
 
-from .harness import LISTENER_PREFIX, SCHEMA, Cluster, Fault, report
+from ..support.chaos_harness import LISTENER_PREFIX, SCHEMA, Cluster, Fault, report
 
 pytestmark = pytest.mark.chaos
 

@@ -32,7 +32,16 @@ import pytest
 from aiopgq import Queue
 from aiopgq.embedded import EmbeddedServer
 
-from .harness import HARNESS_APP, SCHEMA, WORK_ATTEMPTS, Cluster, Fault, WorkerProc, log, report
+from ..support.chaos_harness import (
+    HARNESS_APP,
+    SCHEMA,
+    WORK_ATTEMPTS,
+    Cluster,
+    Fault,
+    WorkerProc,
+    log,
+    report,
+)
 from .test_chaos import RECOVERY_WINDOW, assert_single_jobs_start_fast
 
 pytestmark = pytest.mark.chaos

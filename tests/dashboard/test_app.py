@@ -17,7 +17,7 @@ from starlette.routing import Mount
 from aiopgq import JobStatus, Queue
 from aiopgq.dashboard import create_app
 
-from .conftest import start_dashboard, stop
+from ..support.dashboard import start_dashboard, stop
 
 TOKEN = "t0ken"
 

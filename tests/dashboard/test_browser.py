@@ -11,8 +11,8 @@ from selenium.webdriver.remote.webelement import WebElement
 
 from aiopgq import Job, JobStatus, Queue, Retry
 
-from ..helpers import eventually
-from .conftest import TOKEN, Dashboard, start_dashboard, stop
+from ..support.dashboard import TOKEN, Dashboard, start_dashboard, stop
+from ..support.helpers import eventually
 
 # The page swaps its live region in whenever it changed (ages change every second), so
 # an element found a moment ago may be gone: reads go through one script call, clicks

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from aiopgq import Queue, Retry
 from aiopgq.metrics import OTHER, Metrics
 
-from ..helpers import eventually
-from ..worker.test_processes import cli
+from ..support.cli import cli
+from ..support.helpers import eventually
 
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -104,7 +104,7 @@ async def test_worker_process_serves_metrics_and_queue_depth(
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--metrics-port",
         str(port),
         "--metrics-host",

@@ -13,7 +13,7 @@ import pytest
 
 from aiopgq import Job, JobStatus, Observer, Queue, Retry
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 SQL = Path(__file__).resolve().parents[2] / "sql"
 

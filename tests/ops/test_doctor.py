@@ -12,9 +12,9 @@ import asyncpg
 
 from aiopgq import Queue
 
-from ..helpers import eventually
+from ..support.cli import cli, run_cli
+from ..support.helpers import eventually
 from ..support.legacy_schema import install_up_to
-from ..worker.test_processes import cli, run_cli
 
 
 def doctor(dsn: str, schema: str, *options: str) -> tuple[int, dict[str, Any]]:
@@ -125,7 +125,9 @@ async def test_names_the_stale_leases_of_a_killed_worker(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
     job = await queue.enqueue("app.sleep", {"seconds": 60})
-    proc = cli(dsn, queue.schema, "worker", "tests.app:queue", "--heartbeat-interval", "0.2")
+    proc = cli(
+        dsn, queue.schema, "worker", "tests.support.app:queue", "--heartbeat-interval", "0.2"
+    )
     try:
         await eventually(lambda: conn.fetchval(f"SELECT count(*) = 1 FROM {ledger}"), within=30)
         worker_id = await conn.fetchval(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ..bouncer import Bouncer, start_pgbouncer
+from ..support.bouncer import Bouncer, start_pgbouncer
 
 
 @pytest.fixture

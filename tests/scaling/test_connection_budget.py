@@ -25,8 +25,8 @@ import pytest
 from aiopgq import JobStatus, Queue
 from aiopgq.embedded import EmbeddedServer, start_throwaway
 
-from ..bouncer import start_pgbouncer
-from ..helpers import eventually
+from ..support.bouncer import start_pgbouncer
+from ..support.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_PARTS = 5  # completer, heartbeat, maintenance, skipped-NOTIFY wait, pauses
@@ -128,7 +128,7 @@ async def test_eight_workers_of_concurrency_100_fit_max_connections_20_through_p
             "-m",
             "aiopgq",
             "worker",
-            "tests.scaling.budget_app:queue",
+            "tests.support.budget_app:queue",
             "--processes",
             str(processes),
             "--concurrency",

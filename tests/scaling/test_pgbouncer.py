@@ -18,8 +18,8 @@ import pytest
 
 from aiopgq import JobStatus, Queue, Retry
 
-from ..bouncer import Bouncer
-from ..helpers import eventually
+from ..support.bouncer import Bouncer
+from ..support.helpers import eventually
 
 THROUGH_BOUNCER = {"statement_cache_size": 0}
 

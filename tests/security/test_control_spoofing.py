@@ -13,7 +13,7 @@ import pytest
 
 from aiopgq import JobStatus, Queue
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 
 @pytest.fixture

@@ -20,8 +20,10 @@ from selenium import webdriver
 from aiopgq import JobStatus, Queue
 from aiopgq.dashboard import create_app
 
-from ..dashboard.conftest import ROOT, browser, free_port, stop
-from ..helpers import eventually
+from ..dashboard.conftest import browser
+from ..support.cli import ROOT
+from ..support.dashboard import free_port, stop
+from ..support.helpers import eventually
 
 __all__ = ["browser"]  # the fixture, imported for the browser test
 

@@ -14,7 +14,7 @@ import pytest
 from aiopgq import Error, Queue
 from aiopgq.dashboard import create_app
 
-from ..dashboard.conftest import ROOT
+from ..support.cli import ROOT
 
 DEPTH = 5000
 BIG = 20 * 1024 * 1024

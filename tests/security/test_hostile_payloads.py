@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from aiopgq import JobContext, JobStatus, Queue
 from aiopgq.tracing import Tracing
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 DEEP = '{"x":' + "[" * 5000 + "]" * 5000 + "}"  # jsonb takes it; Python's decoder does not
 

@@ -14,8 +14,8 @@ import asyncpg
 from aiopgq import Queue
 from aiopgq.metrics import MAX_LABELS, OTHER
 
-from ..helpers import eventually
-from ..worker.test_processes import cli
+from ..support.cli import cli
+from ..support.helpers import eventually
 
 
 def _free_port() -> int:
@@ -48,7 +48,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 async def test_the_metrics_endpoint_listens_on_loopback_by_default(dsn: str, queue: Queue) -> None:
     port = _free_port()
-    proc = cli(dsn, queue.schema, "worker", "tests.app:queue", "--metrics-port", str(port))
+    proc = cli(dsn, queue.schema, "worker", "tests.support.app:queue", "--metrics-port", str(port))
     try:
         await eventually(lambda: asyncio.to_thread(_scrape, port), within=30)
         # 0100007F is 127.0.0.1; 00000000 would be every interface.
@@ -67,7 +67,7 @@ async def test_queue_depth_series_are_capped_like_the_counters(
         "SELECT 'q' || g, 'app.noop', '{}' FROM generate_series(1, 3000) AS g"
     )
     port = _free_port()
-    proc = cli(dsn, queue.schema, "worker", "tests.app:queue", "--metrics-port", str(port))
+    proc = cli(dsn, queue.schema, "worker", "tests.support.app:queue", "--metrics-port", str(port))
     try:
 
         async def with_depth() -> str | None:

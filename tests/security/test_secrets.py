@@ -27,7 +27,7 @@ from aiopgq import Queue
 from aiopgq._db.dsn import redact
 from aiopgq.dashboard import create_app
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 # Distinctive enough that finding any of its pieces in an output means it leaked.
@@ -209,7 +209,15 @@ async def check_workers(
 async def test_worker_processes_keep_the_password_off_command_lines_and_logs(
     given: str, role: Role, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
-    command = [sys.executable, "-m", "aiopgq", "worker", "tests.app:queue", "--processes", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "aiopgq",
+        "worker",
+        "tests.support.app:queue",
+        "--processes",
+        "2",
+    ]
     env = {**os.environ, "AIOPGQ_TEST_SCHEMA": queue.schema}
     if given == "flags":  # the supervisor's own command line is the caller's choice
         command += ["--dsn", role.dsn, "--listen-dsn", role.dsn]
@@ -232,11 +240,11 @@ async def test_run_workers_keeps_dsn_and_listen_dsn_off_command_lines_and_logs(
         "import logging, os, sys, aiopgq\n"
         "logging.basicConfig(level=logging.DEBUG)\n"
         "dsn = os.environ.pop('TEST_SECRET_DSN')\n"
-        "sys.exit(aiopgq.run_workers('tests.app:queue', processes=2, dsn=dsn,"
+        "sys.exit(aiopgq.run_workers('tests.support.app:queue', processes=2, dsn=dsn,"
         " listen_dsn=dsn, concurrency=2))\n"
     )
     env = {**os.environ, "AIOPGQ_TEST_SCHEMA": queue.schema, "TEST_SECRET_DSN": role.dsn}
-    env["AIOPGQ_DSN"] = dsn  # what tests.app imports with; dsn= overrides it as --dsn does
+    env["AIOPGQ_DSN"] = dsn  # what tests.support.app imports with; dsn= overrides it as --dsn does
     proc = spawn([sys.executable, "-c", code], env)
     await eventually(lambda: len(children(proc.pid)) == 2, within=60)
     assert_no_password(cmdline(proc.pid), "the command line of run_workers' process")
@@ -283,7 +291,7 @@ async def test_the_cli_hides_passwords_that_a_handler_puts_in_its_error(
     job = await queue.enqueue("secrets.quote_the_dsn", max_attempts=1)
     env = {**os.environ, "AIOPGQ_DSN": role.dsn, "AIOPGQ_TEST_SCHEMA": queue.schema}
     proc = spawn(
-        [sys.executable, "-m", "aiopgq", "worker", "tests.security.secrets_app:queue", "--burst"],
+        [sys.executable, "-m", "aiopgq", "worker", "tests.support.secrets_app:queue", "--burst"],
         env,
     )
     out, _ = await asyncio.to_thread(proc.communicate, timeout=60)

@@ -10,9 +10,9 @@ import pytest
 
 from aiopgq import JobNotFound, JobStatus, Queue, Retry
 
-from ..helpers import eventually
-from ..test_security import roles
-from .test_processes import run_cli
+from ..security.test_roles import roles
+from ..support.cli import run_cli
+from ..support.helpers import eventually
 from .test_retention import prune_once
 
 __all__ = ["roles"]  # a fixture of test_security: a producer and a worker role

@@ -13,8 +13,8 @@ import pytest
 
 from aiopgq import JobNotFound, JobStatus, Queue
 
-from ..helpers import eventually
-from .test_processes import cli, run_cli
+from ..support.cli import cli, run_cli
+from ..support.helpers import eventually
 
 
 @pytest.mark.parametrize("timeout", [None, 60.0])  # with a timeout, under a cancel scope
@@ -206,7 +206,7 @@ async def test_cancel_p99_under_one_second_over_100_running_jobs_on_3_worker_pro
     on this host's clock). The workers poll every 30 s and beat every 5 s: only the
     NOTIFY can be this fast."""
     procs = [
-        cli(dsn, queue.schema, "worker", "tests.app_cancel:queue", "--concurrency", "34",
+        cli(dsn, queue.schema, "worker", "tests.support.app_cancel:queue", "--concurrency", "34",
             "--poll-interval", "30")
         for _ in range(3)
     ]  # fmt: skip

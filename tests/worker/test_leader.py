@@ -17,8 +17,8 @@ import asyncpg
 
 from aiopgq import JobStatus, Queue
 
-from ..helpers import eventually
-from .test_processes import cli
+from ..support.cli import cli
+from ..support.helpers import eventually
 
 INTERVAL = 1.0
 
@@ -48,7 +48,7 @@ async def listening(conn: asyncpg.Connection, pid: int) -> bool:
 def worker_args() -> list[str]:
     return [
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--maintenance-interval",
         str(INTERVAL),
         "--heartbeat-interval",

@@ -9,7 +9,7 @@ import pytest
 
 from aiopgq import JobStatus, Queue
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 
 def failures(caplog: pytest.LogCaptureFixture) -> dict[int, logging.LogRecord]:

@@ -10,7 +10,7 @@ import asyncpg
 
 from aiopgq import Queue
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 
 async def listen(conn: asyncpg.Connection, channel: str) -> list[str]:

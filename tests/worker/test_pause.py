@@ -14,8 +14,8 @@ import pytest
 
 from aiopgq import JobStatus, Queue
 
-from ..helpers import eventually
-from .test_processes import cli, run_cli
+from ..support.cli import cli, run_cli
+from ..support.helpers import eventually
 
 
 async def test_paused_queue_is_left_alone_and_enqueue_still_works(queue: Queue) -> None:
@@ -146,7 +146,7 @@ async def _start_two_workers(
 ) -> list[subprocess.Popen[str]]:
     """Two CLI worker processes on queue `default`, both seen running jobs."""
     procs = [
-        cli(dsn, queue.schema, "worker", "tests.app:queue", "--concurrency", "1", *options)
+        cli(dsn, queue.schema, "worker", "tests.support.app:queue", "--concurrency", "1", *options)
         for _ in range(2)
     ]
     # With one slot each and 0.3 s jobs, four jobs need both workers.

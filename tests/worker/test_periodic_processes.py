@@ -10,12 +10,12 @@ import asyncpg
 
 from aiopgq import Queue
 
-from ..helpers import eventually
-from .test_processes import cli
+from ..support.cli import cli
+from ..support.helpers import eventually
 
 WORKER_ARGS = (
     "worker",
-    "tests.periodic_app:queue",
+    "tests.support.periodic_app:queue",
     "--maintenance-interval",
     "1",
     "--heartbeat-interval",

@@ -6,33 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import asyncpg
 
 from aiopgq import JobStatus, Queue
 
-from ..helpers import eventually
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(dsn: str, schema: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_TEST_SCHEMA": schema, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "aiopgq", *args],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def run_cli(dsn: str, schema: str, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = cli(dsn, schema, *args)
-    out, err = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+from ..support.cli import ROOT, cli, run_cli
+from ..support.helpers import eventually
 
 
 async def test_sigkilled_worker_job_is_recovered_after_visibility_timeout(
@@ -43,7 +23,7 @@ async def test_sigkilled_worker_job_is_recovered_after_visibility_timeout(
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--heartbeat-interval",
         "0.2",
         "--visibility-timeout",
@@ -85,7 +65,7 @@ async def test_job_that_kills_its_worker_ends_failed_not_in_a_loop(
             dsn,
             queue.schema,
             "worker",
-            "tests.app:queue",
+            "tests.support.app:queue",
             "--heartbeat-interval",
             "0.2",
             "--visibility-timeout",
@@ -136,7 +116,9 @@ async def test_cli_migrate_enqueue_status_worker(dsn: str, schema: str) -> None:
         status = run_cli(dsn, schema, "--schema", schema, "status")
         assert status.returncode == 0
         assert "pending" in status.stdout and "default" in status.stdout
-        work = run_cli(dsn, schema, "--schema", schema, "worker", "tests.app:queue", "--burst")
+        work = run_cli(
+            dsn, schema, "--schema", schema, "worker", "tests.support.app:queue", "--burst"
+        )
         assert work.returncode == 0, work.stderr
         assert (
             await conn.fetchval(f'SELECT status::text FROM "{schema}".jobs WHERE id = $1', job_id)
@@ -148,7 +130,7 @@ async def test_cli_migrate_enqueue_status_worker(dsn: str, schema: str) -> None:
 
 async def test_cli_sigterm_stops_gracefully(dsn: str, queue: Queue, ledger: str) -> None:
     job = await queue.enqueue("app.sleep", {"seconds": 0.5})
-    proc = cli(dsn, queue.schema, "worker", "tests.app:queue", "--schema", queue.schema)
+    proc = cli(dsn, queue.schema, "worker", "tests.support.app:queue", "--schema", queue.schema)
     conn = await asyncpg.connect(dsn)
     try:
         await eventually(lambda: conn.fetchval(f"SELECT count(*) = 1 FROM {ledger}"))

@@ -11,8 +11,8 @@ import asyncpg
 
 from aiopgq import Queue
 
-from ..helpers import eventually
-from .test_processes import cli
+from ..support.cli import cli
+from ..support.helpers import eventually
 
 DAY = 86_400
 
@@ -133,7 +133,7 @@ async def test_cli_retention_flags(dsn: str, queue: Queue, conn: asyncpg.Connect
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--maintenance-interval",
         "0.1",
         "--retention",

@@ -20,8 +20,8 @@ import pytest
 import aiopgq
 from aiopgq import ConfigurationError, JobStatus, Queue
 
-from ..helpers import eventually
-from .test_processes import ROOT, cli, run_cli
+from ..support.cli import ROOT, cli, run_cli
+from ..support.helpers import eventually
 
 
 def children(pid: int) -> list[int]:
@@ -63,7 +63,7 @@ async def test_kill_9_of_a_child_restarts_it_and_loses_no_job(
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--processes",
         "3",
         "--concurrency",
@@ -127,7 +127,7 @@ async def test_sigterm_stops_every_child_within_the_grace_period(
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--processes",
         "2",
         "--concurrency",
@@ -160,7 +160,7 @@ async def test_second_signal_aborts_at_once(
         dsn,
         queue.schema,
         "worker",
-        "tests.app:queue",
+        "tests.support.app:queue",
         "--processes",
         "2",
         "--concurrency",
@@ -191,7 +191,7 @@ async def test_run_workers_from_python(
     code = (
         "import sys, aiopgq\n"
         "from datetime import timedelta\n"
-        "sys.exit(aiopgq.run_workers('tests.app:queue', processes=2, burst=True,"
+        "sys.exit(aiopgq.run_workers('tests.support.app:queue', processes=2, burst=True,"
         " concurrency=3, queues=['default'], retention=None,"
         " poll_interval=timedelta(seconds=0.5), listen=False))\n"
     )
@@ -215,10 +215,10 @@ async def test_run_workers_from_python(
 async def test_bad_processes_and_bad_target_are_refused_before_any_child_starts(
     dsn: str, queue: Queue
 ) -> None:
-    bad_count = run_cli(dsn, queue.schema, "worker", "tests.app:queue", "--processes", "0")
+    bad_count = run_cli(dsn, queue.schema, "worker", "tests.support.app:queue", "--processes", "0")
     assert bad_count.returncode == 2
     assert "processes must be an int >= 1 or 'auto'" in bad_count.stderr
-    bad_target = run_cli(dsn, queue.schema, "worker", "tests.app:nope", "--processes", "2")
+    bad_target = run_cli(dsn, queue.schema, "worker", "tests.support.app:nope", "--processes", "2")
     assert bad_target.returncode == 2
     assert "'nope' is not an aiopgq.Queue" in bad_target.stderr
     assert "started" not in bad_target.stderr
@@ -239,7 +239,9 @@ async def test_a_child_refusing_its_command_line_stops_the_supervisor(
     """Exit status 2 (a bad option) would fail the same way at every restart: no loop."""
     env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_TEST_SCHEMA": queue.schema}
     env["PYTHONPATH"] = str(ROOT)
-    processes = aiopgq.WorkerProcesses("tests.app:queue", 2, args=["--no-such-flag"], env=env)
+    processes = aiopgq.WorkerProcesses(
+        "tests.support.app:queue", 2, args=["--no-such-flag"], env=env
+    )
     started = time.monotonic()
     code = await asyncio.wait_for(processes.run(), 60)
     assert code == 2

@@ -9,7 +9,7 @@ import asyncpg
 
 from aiopgq import JobStatus, Queue, Retry
 
-from ..helpers import eventually
+from ..support.helpers import eventually
 
 
 async def test_four_workers_run_ten_thousand_jobs_exactly_once(dsn: str, queue: Queue) -> None:
