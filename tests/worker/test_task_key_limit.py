@@ -25,8 +25,8 @@ import pytest
 
 from aiopgq import ConfigurationError, Queue, QueueSettings, current_job
 
-from .spans import peak_overlap, violations
-from .test_fleet import ROOT, wait_all_done
+from ..support.spans import peak_overlap, violations
+from .test_fleet_limits import ROOT, wait_all_done
 
 
 @pytest.fixture
@@ -268,10 +268,10 @@ async def test_a_worker_role_that_cannot_build_the_index_warns_with_the_fix_and_
 
 @contextmanager
 def declared_workers(dsn: str, schema: str, count: int, *args: str) -> Iterator[None]:
-    """`count` processes of `aiopgq worker tests.limits.declared_app:queue`."""
+    """`count` processes of `aiopgq worker tests.support.declared_app:queue`."""
     env = {**os.environ, "AIOPGQ_DSN": dsn, "AIOPGQ_TEST_SCHEMA": schema}
     env["PYTHONPATH"] = str(ROOT)
-    command = [sys.executable, "-m", "aiopgq", "worker", "tests.limits.declared_app:queue"]
+    command = [sys.executable, "-m", "aiopgq", "worker", "tests.support.declared_app:queue"]
     procs = [
         subprocess.Popen([*command, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
         for _ in range(count)
@@ -288,7 +288,7 @@ def declared_workers(dsn: str, schema: str, count: int, *args: str) -> Iterator[
 async def test_a_declared_key_limit_holds_across_worker_processes(
     dsn: str, queue: Queue, conn: asyncpg.Connection, spans: str
 ) -> None:
-    # Two processes of tests/limits/declared_app.py (key_concurrency=2 on its task), 20
+    # Two processes of tests/support/declared_app.py (key_concurrency=2 on its task), 20
     # slots each: 20 keys x 12 jobs of 20-60 ms, room for 40 running, so both processes
     # run jobs at once; never more than 2 running per key.
     total, keys = 240, [f"k{i:02}" for i in range(20)]
