@@ -6,9 +6,8 @@ It reads the worker's queues that are not paused (pauses.py). Those with limits
 (concurrency, rate, per-key: see `Queue.configure`; or a key limit our tasks declare;
 pauses.py knows which) are claimed through their own statement, which applies them
 (sql/claim/dequeue_limited.sql); the others through the plain one, which never reads
-a queue's settings. The
-statements and their queue arguments are chosen again only when the paused set or
-the limited set changes.
+a queue's settings. The statements and their queue arguments are chosen again only
+when the paused set or the limited set changes.
 
 The fetcher's connection is its own, outside the pool (application_name
 `aiopgq-fetcher <worker id>`). A pool connection held for the worker's life would be
