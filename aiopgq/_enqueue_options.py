@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, TypedDict
 
 from ._db.connection import Connection
-from ._errors import shown
+from ._errors import ConfigurationError, shown
 
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
@@ -192,6 +192,20 @@ def check_max_attempts(max_attempts: int) -> int:
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {shown(max_attempts)}")
     return max_attempts
+
+
+def check_limit(name: str, value: int | None) -> int | None:
+    """A count limit (a queue's concurrency, burst, key_concurrency; a task's
+    key_concurrency): an int >= 1 that fits in 32 bits, or None for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"{name} must be an int >= 1, or None to remove the limit; got {shown(value)}"
+        )
+    if value > 2**31 - 1:
+        raise ConfigurationError(f"{name} must fit in 32 bits; got {value}")
+    return value
 
 
 def check_key(key: str) -> str:

@@ -17,6 +17,7 @@ from ._enqueue_options import (
     EnqueueManyOptions,
     EnqueueOptions,
     TaskDefaults,
+    check_limit,
     check_max_attempts,
     check_priority,
     check_queue_name,
@@ -79,6 +80,7 @@ class Task(Generic[P, R]):
         timeout: float | None,
         retry: Retry,
         max_snoozes: int = 100,
+        key_concurrency: int | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -92,6 +94,8 @@ class Task(Generic[P, R]):
         if isinstance(max_snoozes, bool) or not isinstance(max_snoozes, int) or max_snoozes < 0:
             raise ValueError(f"task {name}: max_snoozes must be an int >= 0, got {max_snoozes!r}")
         self.max_snoozes = max_snoozes
+        # The key limit this task declares for its queue (see Queue.task).
+        self.key_concurrency = check_limit(f"key_concurrency of task {name}", key_concurrency)
         # The parameter annotated JobContext, filled by the worker, not by the payload.
         self.context_parameter = context_parameter(fn)
         self.signature = check_signature(fn, name, context=self.context_parameter)

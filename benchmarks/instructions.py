@@ -197,6 +197,8 @@ async def measure_drain(
 
     def limited_cycle() -> Statement:
         held: list[asyncpg.Record] = []
+        # A tree whose workers pass their tasks' declared key limits: none here.
+        limited_extra = [None] if "$8" in queue.sql.dequeue_limited else []
 
         async def cycle(conn: asyncpg.Connection) -> None:
             ids, attempts = [r["id"] for r in held], [r["attempts"] for r in held]
@@ -209,6 +211,7 @@ async def measure_drain(
                 ids,
                 attempts,
                 [None] * len(ids),
+                *limited_extra,
             )
             held[:] = [r for r in rows if r["id"] is not None]
             assert len(held) == DRAIN_BATCH

@@ -142,6 +142,7 @@ class Core:
             timeout=timeout,
             retry=retry or Retry(),
             max_snoozes=max_snoozes,
+            key_concurrency=key_concurrency,
         )
         self.tasks[task_name] = task
         return task

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import enum
-import logging
 import math
 
 import asyncpg
 
 from .._db.connection import Connection
+from .._db.key_index import ensure_key_index
 from .._db.migrations import missing_schema_as_error
-from .._enqueue_options import check_queue_name
+from .._enqueue_options import check_limit, check_queue_name
 from .._errors import ConfigurationError, shown
 from .._models import QueueSettings
 from .core import Core
@@ -21,8 +21,6 @@ class Keep(enum.Enum):
 
 
 KEEP = Keep.KEEP
-
-logger = logging.getLogger("aiopgq.queue")
 
 
 class Limits:
@@ -64,23 +62,14 @@ class Limits:
         return _settings(row)
 
     async def _ensure_key_index(self, conn: Connection) -> None:
-        """Build the index of pending jobs by key (sql/admin/key_index.sql) unless it exists."""
-        valid = await conn.fetchval(self._core.sql.key_index_state, self._core.schema)
-        if valid:
-            return
-        logger.info("building index %s.jobs_pending_key_idx for key limits", self._core.schema)
         try:
-            if valid is False:  # a build that failed half-way left an unusable index
-                await conn.execute(self._core.sql.drop_key_index)
-            await conn.execute(self._core.sql.key_index)
+            await ensure_key_index(conn, self._core.sql)
         except asyncpg.InsufficientPrivilegeError as exc:
             raise ConfigurationError(
                 f"key limits need an index on {self._core.schema}.jobs that only the owner of the "
                 f"table can create ({exc}): configure the first key limit as the role that "
                 "ran `aiopgq migrate`"
             ) from exc
-        except asyncpg.DuplicateTableError:
-            pass  # built by a concurrent configure()
 
     async def queue_settings(self, queue: str) -> QueueSettings:
         """The queue's limits as stored (all None when it has none)."""
@@ -101,15 +90,7 @@ def _settings(row: asyncpg.Record) -> QueueSettings:
 
 
 def _count(name: str, value: int | Keep | None) -> int | Keep | None:
-    if value is None or value is KEEP:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(
-            f"{name} must be an int >= 1, or None to remove the limit; got {shown(value)}"
-        )
-    if value > 2**31 - 1:
-        raise ConfigurationError(f"{name} must fit in 32 bits; got {value}")
-    return value
+    return value if value is KEEP else check_limit(name, value)
 
 
 def _rate(value: float | Keep | None) -> float | Keep | None:

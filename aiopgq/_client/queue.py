@@ -256,6 +256,7 @@ class Queue:
         timeout: float | None = None,
         retry: Retry | None = None,
         max_snoozes: int = 100,
+        key_concurrency: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot match the typevars of overload 2
@@ -270,11 +271,24 @@ class Queue:
         timeout: float | None = None,
         retry: Retry | None = None,
         max_snoozes: int = 100,
+        key_concurrency: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register an `async def` (run on the loop) or `def` (run in a thread) as a task.
 
         >>> @queue.task(name="demo.add", queue="default", max_attempts=5)
         ... async def add(a: int, b: int) -> int: return a + b
+
+        `key_concurrency=K` declares the key limit of the task's queue: at most K running
+        jobs per `concurrency_key` of that queue (jobs of every task in it), fleet-wide,
+        with the keys taking turns, as `configure(queue, key_concurrency=K)` sets it. The
+        limit is the queue's, applied by the workers that serve this task: a worker
+        claims the queue with the smallest K its tasks of that queue declare. A limit
+        set with `configure` (or `aiopgq queue NAME --key-concurrency K`) wins over
+        every declaration; `configure(queue, key_concurrency=None)` brings them back.
+        Workers whose tasks declare different limits for one queue each apply their
+        own: configure the queue to give the fleet one.
+        A worker that starts with a declared limit builds the index key limits need
+        and the queue's row if its role owns the tables, else logs a warning.
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
@@ -288,6 +302,7 @@ class Queue:
                 timeout=timeout,
                 retry=retry,
                 max_snoozes=max_snoozes,
+                key_concurrency=key_concurrency,
             )
 
         return register(fn) if fn is not None else register

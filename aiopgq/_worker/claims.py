@@ -3,11 +3,11 @@
 A claim locks up to `limit` runnable jobs with SKIP LOCKED and marks them running
 in one statement; the `done`s the completer buffered ride along and commit with it.
 It reads the worker's queues that are not paused (pauses.py). Those with limits
-(concurrency, rate, per-key: see `Queue.configure`; pauses.py knows which) are
-claimed through their own statement, which applies them (sql/claim/dequeue_limited.sql);
-the others through the plain one, which never reads a queue's settings. The
-statements and their queue arguments are chosen again only when the paused set or
-the limited set changes.
+(concurrency, rate, per-key: see `Queue.configure`; or a key limit our tasks declare;
+pauses.py knows which) are claimed through their own statement, which applies them
+(sql/claim/dequeue_limited.sql); the others through the plain one, which never reads
+a queue's settings. The statements and their queue arguments are chosen again only
+when the paused set or the limited set changes.
 
 The fetcher's connection is its own, outside the pool (application_name
 `aiopgq-fetcher <worker id>`). A pool connection held for the worker's life would be
@@ -18,6 +18,7 @@ connection can always be asked `is_closed()`, and is replaced at once when it is
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -63,6 +64,8 @@ class Claims:
         # middleware).
         self._extra = {"traced": traced, "checkpoint": checkpoint}
         self._claim_limited_sql = sql.limited_claim(traced=traced, checkpoint=checkpoint)
+        # The key limits our tasks declare, per queue (key_limits.py), as the claim reads them.
+        self._key_limits = json.dumps(dict(pauses.key_limits)) if pauses.key_limits else None
         self._version = -1  # of the sets (pauses.py) the targets below were chosen for
         self._limited: list[str] = []  # active, claimed through dequeue_limited, in turn
         self._claim = self._claim_completing = ""
@@ -147,6 +150,7 @@ class Claims:
             riding.done_ids,
             riding.done_attempts,
             riding.done_results,
+            self._key_limits,
         )
         jobs = []
         for row in rows:

@@ -45,6 +45,8 @@ class TaskSpec(Protocol):
     def context_parameter(self) -> str | None: ...  # the JobContext parameter, if any
     @property
     def max_snoozes(self) -> int: ...
+    @property
+    def key_concurrency(self) -> int | None: ...  # the key limit it declares for its queue
 
 
 class JobObserver(Protocol):

@@ -1,5 +1,6 @@
 """Pauses: which of the worker's queues are paused, so that its claims leave them out,
-and which have limits, so that its claims apply them (Queue.configure).
+and which have limits, so that its claims apply them (Queue.configure, or a key limit
+its tasks declare: key_limits.py).
 
 The claim statement never reads the `queues` table: a worker keeps the paused set
 and the limited set here and claims only the queues not paused, the limited ones
@@ -22,7 +23,7 @@ A queue that is resumed wakes the fetcher, as a NOTIFY for it would.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
 import asyncpg
@@ -46,6 +47,7 @@ class Pauses:
         *,
         refresh_interval: float,
         outage: Outage | None = None,
+        declared: Mapping[str, int] | None = None,
     ) -> None:
         self._sql = sql
         self._outage = outage  # the worker's one account of database trouble
@@ -54,6 +56,9 @@ class Pauses:
         self._refresh_interval = refresh_interval
         self._paused: frozenset[str] = frozenset()
         self._limited: frozenset[str] = frozenset()
+        # The key limits our tasks declare, per queue (key_limits.py): those queues are
+        # limited for us whatever their settings.
+        self.key_limits: Mapping[str, int] = dict(declared or {})
         self.version = 0  # bumped on every change of either set (claims.py watches it)
         self._refresh_requested = anyio.Event()
 
@@ -63,7 +68,7 @@ class Pauses:
 
     @property
     def limited(self) -> frozenset[str]:
-        """The worker's queues with limits (paused or not)."""
+        """The worker's queues with limits, set or declared by its tasks (paused or not)."""
         return self._limited
 
     def active(self) -> list[str]:
@@ -91,7 +96,7 @@ class Pauses:
     async def _read(self, conn: Connection) -> tuple[frozenset[str], frozenset[str]]:
         paused = await conn.fetchval(self._sql.paused_queues, self._queues)
         limited = await conn.fetchval(self._sql.limited_queues, self._queues)
-        return frozenset(paused), frozenset(limited)
+        return frozenset(paused), frozenset(limited).union(self.key_limits)
 
     async def run(self, pool: asyncpg.Pool) -> None:
         """After the first refresh: refresh every `refresh_interval` seconds, or sooner

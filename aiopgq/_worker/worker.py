@@ -41,6 +41,7 @@ from .fetcher import Fetcher, FetchLoop
 from .handlers import make_handlers
 from .heartbeat import run_heartbeat
 from .holding import HoldingFetcher
+from .key_limits import declared_key_limits, prepare_key_limits
 from .leases import Leases, run_fence
 from .listener import Listener
 from .maintenance import run_maintenance
@@ -250,8 +251,11 @@ class Worker:
         def held_ids() -> list[int]:  # jobs whose lease is ours: running or not committed
             return list(dispatcher.running) + completer.in_flight_ids()
 
+        key_limits = declared_key_limits(self.queue.tasks.values(), self.queues)
+        await prepare_key_limits(pool, sql, key_limits, self.id)
+        refresh = self.poll_interval / 2
         pauses = Pauses(
-            sql, self.queues, wakeups, refresh_interval=self.poll_interval / 2, outage=outage
+            sql, self.queues, wakeups, refresh_interval=refresh, outage=outage, declared=key_limits
         )
         await pauses.refresh(pool)  # before the first claim
         fetch_connect = connector(self.queue, connection_name("fetcher", self.id))

@@ -80,7 +80,16 @@
 -- found among the queue's next `allowed` pending jobs in its usual order
 -- (jobs_pending_key_idx does not hold them). The next claim starts after the last key
 -- served (or the last key visited, when the visit was cut short and gave too few jobs).
-CREATE OR REPLACE FUNCTION {{schema}}.lock_limited(q text, worker text, wait boolean)
+--
+-- Declared key limits: a worker passes the key limits its tasks declare
+-- (`@queue.task(key_concurrency=N)`, the smallest per queue) as key_limits; the queue's
+-- stored key_concurrency wins over them.
+
+-- The locks of queue q for a claim (see claim_limited below): 'lane', 'all', or NULL
+-- when not `wait`ing and a peer holds them. key_limit: the key limit the claiming
+-- worker's tasks declare for q; a key limit, stored or declared, takes every lane.
+CREATE OR REPLACE FUNCTION {{schema}}.lock_limited(q text, worker text, wait boolean,
+                                                   key_limit integer DEFAULT NULL)
  RETURNS text
  LANGUAGE plpgsql
  SET enable_seqscan TO 'off'
@@ -94,7 +103,7 @@ BEGIN
     SELECT c.concurrency, c.rate, c.key_concurrency INTO s
     FROM {{schema}}.queues AS c WHERE c.queue = q;
     share := s.concurrency / (2 * lanes);
-    IF s.rate IS NULL AND s.key_concurrency IS NULL AND share >= 1 THEN
+    IF s.rate IS NULL AND coalesce(s.key_concurrency, key_limit) IS NULL AND share >= 1 THEN
         SELECT count(*) INTO running FROM (
             SELECT 1 FROM {{schema}}.jobs AS r
             WHERE r.heartbeat_at IS NOT NULL AND r.status = 'running' AND r.queue = q
@@ -126,7 +135,9 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.claim_limited(queues text[], max_jobs integer, worker text, wait boolean, done_ids bigint[], done_attempts integer[], done_results text[])
+-- key_limits: {queue: limit}, the key limits the claiming worker's tasks declare
+-- (@queue.task(key_concurrency=)); a queue's stored key_concurrency wins over them.
+CREATE OR REPLACE FUNCTION {{schema}}.claim_limited(queues text[], max_jobs integer, worker text, wait boolean, done_ids bigint[], done_attempts integer[], done_results text[], key_limits jsonb DEFAULT NULL)
  RETURNS TABLE(id bigint, queue text, task text, payload text, priority integer, attempts integer, max_attempts integer, run_at double precision, created_at double precision, trace_context text, checkpoint text)
  LANGUAGE plpgsql
  SET enable_seqscan TO 'off'
@@ -170,7 +181,7 @@ BEGIN
     --    locking the same queues never deadlock), held until our commit.
     FOR q IN SELECT x FROM unnest(queues) AS x GROUP BY x ORDER BY hashtext(x), x LOOP
         locked := locked || q;
-        modes := modes || {{schema}}.lock_limited(q, worker, wait);
+        modes := modes || {{schema}}.lock_limited(q, worker, wait, (key_limits ->> q)::integer);
     END LOOP;
     -- 3. Each queue in turn (the caller rotates the list) until max_jobs are claimed.
     --    Every statement from here on sees every claim committed before we got the lock.
@@ -191,6 +202,9 @@ BEGIN
         END IF;
         s := NULL;
         SELECT * INTO s FROM {{schema}}.queues AS c WHERE c.queue = q;
+        IF key_limits IS NOT NULL THEN
+            s.key_concurrency := coalesce(s.key_concurrency, (key_limits ->> q)::integer);
+        END IF;
         allowed := max_jobs;
         held := NULL;
         IF modes[array_position(locked, q)] = 'lane' THEN
@@ -323,6 +337,8 @@ BEGIN
                 LIMIT allowed
             ),
             moved AS (
+                -- A queue limited only by its tasks' declaration keeps its cursor in the
+                -- row its workers make at start (aiopgq/_worker/key_limits.py).
                 UPDATE {{schema}}.queues AS c
                 SET key_cursor = CASE
                     WHEN cut_at IS NOT NULL AND (SELECT count(*) FROM chosen) < allowed

@@ -18,7 +18,9 @@ async def claim(
     conn: asyncpg.Connection, queue: Queue, queues: list[str], limit: int, worker: str = "w"
 ) -> list[asyncpg.Record]:
     """The limited claim as a worker runs it; only the job rows."""
-    rows = await conn.fetch(queue.sql.dequeue_limited, queues, limit, worker, True, [], [], [])
+    rows = await conn.fetch(
+        queue.sql.dequeue_limited, queues, limit, worker, True, [], [], [], None
+    )
     return [row for row in rows if row[0] is not None]
 
 

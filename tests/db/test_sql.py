@@ -190,7 +190,7 @@ async def test_upgrading_a_version_4_schema_keeps_its_jobs_and_wake_ups(
     )
     queue = Queue(dsn, schema=schema)
     await install_up_to(conn, schema, 19, after=4)
-    assert await queue.migrate() == [20, 21, 22]
+    assert await queue.migrate() == list(range(20, code_version() + 1))
     ran: list[int] = []
 
     @queue.task(name="up")

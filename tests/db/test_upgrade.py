@@ -135,3 +135,39 @@ async def test_a_producer_enqueues_through_sql_with_a_concurrency_key(
         await as_producer.close()
         await conn.execute(f'DROP OWNED BY "{producer}"')
         await conn.execute(f'DROP ROLE "{producer}"')
+
+
+async def test_a_version_22_schema_loses_the_claim_signatures_without_declared_limits(
+    dsn: str, schema: str, conn: asyncpg.Connection
+) -> None:
+    # Version 22 had claim_limited() without its last argument (the key limits a
+    # worker's tasks declare) and lock_limited() likewise; left beside the new ones,
+    # they would be overloads the catalog of a fresh install does not have.
+    fresh = f"{schema}_fresh"
+    await migrate(conn, schema)
+    quoted = f'"{schema}"'
+    await conn.execute(
+        f"CREATE FUNCTION {quoted}.claim_limited(text[], integer, text, boolean, bigint[], "
+        "integer[], text[]) RETURNS SETOF record LANGUAGE sql AS 'SELECT NULL::record'; "
+        f"CREATE FUNCTION {quoted}.lock_limited(text, text, boolean) RETURNS text "
+        "LANGUAGE sql AS 'SELECT NULL::text'; "
+        f"UPDATE {quoted}.schema_version SET version = 22 WHERE version = 23"
+    )
+    await conn.execute(f"INSERT INTO {quoted}.queues (queue, key_concurrency) VALUES ('q', 1)")
+    try:
+        assert await migrate(conn, schema) == [23]
+        await migrate(conn, fresh)
+        assert await catalog(conn, schema) == await catalog(conn, fresh)
+        queue = Queue(dsn, schema=schema)
+        ran: list[str] = []
+
+        @queue.task(name="t", queue="q", key_concurrency=2)
+        async def t() -> None:
+            ran.append("t")
+
+        async with queue:
+            await queue.enqueue_many("t", [{}] * 3, queue="q", concurrency_key="k")
+            await queue.worker(poll_interval=0.1).run(burst=True)
+        assert ran == ["t"] * 3
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{fresh}" CASCADE')

@@ -1,5 +1,5 @@
--- aiopgq schema, version 22, for a fresh install: the tables, types, indexes and
--- constraints as the numbered migrations up to 22 leave them, without the functions and
+-- aiopgq schema, version 23, for a fresh install: the tables, types, indexes and
+-- constraints as the numbered migrations up to 23 leave them, without the functions and
 -- the trigger (sql/functions/, applied after this) and schema_version (migrate() makes
 -- it). An installed schema is upgraded by the numbered migrations instead (sql/README.md).
 
