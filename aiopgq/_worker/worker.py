@@ -111,8 +111,7 @@ class Worker:
         self.poll_interval = options.seconds(poll_interval, "poll_interval") or 0.001
         self.recheck_interval = options.seconds(recheck_interval, "recheck_interval") or 0.0
         self.listen = listen
-        # Through pgbouncer in transaction mode LISTEN and session locks cannot work:
-        # the listener then needs a direct address (see docs/scaling.md).
+        # LISTEN and session locks need a direct address behind pgbouncer (docs/scaling.md).
         self.listen_dsn = check_dsn(listen_dsn) if listen_dsn else None
         self.heartbeat_interval = options.seconds(heartbeat_interval, "heartbeat_interval") or 0.1
         self.visibility_timeout = options.seconds(visibility_timeout, "visibility_timeout") or 0.0
@@ -168,8 +167,7 @@ class Worker:
 
     @property
     def listener(self) -> Listener | None:
-        """The LISTEN connection's manager while the worker runs with `listen=True`, else
-        None; for tests and diagnostics."""
+        """The LISTEN connection's manager while running with `listen=True` (diagnostics)."""
         return self._listener
 
     def stop(self) -> None:
