@@ -11,6 +11,46 @@ import pytest
 
 from aiopgq import Queue
 
+from .support import system
+
+# The fixtures that start a system program mark the tests that use them.
+_FIXTURE_NEEDS = {"browser": "chromium", "bouncer": "pgbouncer"}
+_INSTALL_ERRORS = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Install (as root) the system programs the selected tests need and lack, once."""
+    needed: dict[str, system.Component] = {}
+    for item in items:
+        for fixture, name in _FIXTURE_NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.needs(name))
+        for marker in item.iter_markers("needs"):
+            for name in marker.args:
+                needed[name] = system.COMPONENTS[name]
+    lacking = [c for c in needed.values() if system.missing(c)]
+    errors: dict[str, str] = {}
+    if lacking and system.can_install():
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter is not None else print
+        error = system.install(lacking, say=say)
+        errors = {c.name: error for c in lacking if error}
+    config.stash[_INSTALL_ERRORS] = errors
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("needs"):
+        for name in marker.args:
+            component = system.COMPONENTS[name]
+            if not system.missing(component):
+                continue
+            message = system.not_available(
+                component, item.config.stash.get(_INSTALL_ERRORS, {}).get(name, "")
+            )
+            if system.in_ci():
+                pytest.fail(f"CI=true, so this is a failure: {message}", pytrace=False)
+            pytest.skip(message)
+
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:

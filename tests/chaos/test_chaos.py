@@ -33,7 +33,7 @@ from aiopgq.embedded import EmbeddedServer
 
 from ..support.chaos_harness import LISTENER_PREFIX, SCHEMA, Cluster, Fault, report
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 WORKERS = 3
 LOAD_JOBS = 2000
@@ -50,7 +50,9 @@ WAKE_LATENCY = 1.0
 # The scenarios that killed workers, killed server connections and a restarted server run
 # twice: workers connected directly, and through pgbouncer in transaction mode (listeners
 # direct, as they must be).
-VIA = pytest.mark.parametrize("via", ["direct", "pgbouncer"])
+VIA = pytest.mark.parametrize(
+    "via", ["direct", pytest.param("pgbouncer", marks=pytest.mark.needs("pgbouncer"))]
+)
 
 
 async def throughput_before(c: Cluster) -> float:

@@ -44,7 +44,7 @@ from ..support.chaos_harness import (
 )
 from .test_chaos import RECOVERY_WINDOW, assert_single_jobs_start_fast
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 FETCHER_PREFIX = "aiopgq-fetcher "
 LOUD = (" WARNING ", " ERROR ", " CRITICAL ", "Traceback")

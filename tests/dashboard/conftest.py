@@ -1,12 +1,11 @@
 """Fixtures for the dashboard: `aiopgq dashboard` as a process, and a headless Chromium.
 
-The browser is Debian's chromium driven by its chromium-driver through Selenium; .ci/run
-installs both. When they are missing the tests fail (never skip) and say how to install.
+The browser is Debian's chromium driven by its chromium-driver through Selenium;
+tests/support/system.py installs both as root, or the tests skip (fail under CI) naming them.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -15,19 +14,15 @@ from selenium.webdriver.chrome.service import Service
 
 from aiopgq import Queue
 
+from ..support import system
 from ..support.dashboard import TOKEN, Dashboard, start_dashboard, stop
 
 
 def _find(*names: str) -> str:
-    for name in names:
-        found = shutil.which(name) or shutil.which(name, path="/usr/bin:/usr/lib/chromium")
-        if found:
-            return found
-    pytest.fail(
-        f"the dashboard's browser tests need {' or '.join(names)}: "
-        "apt-get update && apt-get install -y chromium chromium-driver (as .ci/run does)",
-        pytrace=False,
-    )
+    system.require("chromium")
+    found = system.find(*names)
+    assert found is not None
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -187,6 +187,8 @@ async def test_names_dead_rows_and_autovacuum_disabled_on_the_table(
     await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     await conn.execute(f"INSERT INTO {table} (task) SELECT 't' FROM generate_series(1, 12000)")
     await conn.execute(f"UPDATE {table} SET priority = 1")  # 12,000 dead row versions
+    # An idle backend sends its table statistics only every 10 s; this one sends them now.
+    await conn.execute("SELECT pg_stat_force_next_flush()")
 
     async def flagged() -> dict[str, Any] | None:
         _, checks = await run_doctor(dsn, queue.schema)

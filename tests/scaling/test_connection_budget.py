@@ -107,6 +107,7 @@ def children(pid: int) -> list[int]:
         return []
 
 
+@pytest.mark.needs("pgbouncer")
 async def test_eight_workers_of_concurrency_100_fit_max_connections_20_through_pgbouncer(
     small_server: EmbeddedServer, tmp_path: Path
 ) -> None:

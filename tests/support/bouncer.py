@@ -1,6 +1,6 @@
 """A pgbouncer in transaction mode in front of a test's PostgreSQL, started on a free port.
 
-Debian's `pgbouncer` (`apt-get install pgbouncer`, done by .ci/run). The config is written
+Debian's `pgbouncer` (tests/support/system.py installs it as root). The config is written
 next to the test; pgbouncer refuses to run as root, so as root it drops to the embedded
 server's account after reading it (that account can open the server's 0700 socket).
 Every server connection it opens carries application_name
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -24,6 +23,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 
 from aiopgq._embedded.account import server_account
+
+from . import system
 
 
 @dataclass
@@ -49,12 +50,9 @@ def free_port() -> int:
 
 
 def pgbouncer_binary() -> str:
-    found = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/sbin")
-    if found is None:
-        pytest.fail(
-            "these tests need pgbouncer: apt-get install -y pgbouncer (.ci/run does)",
-            pytrace=False,
-        )
+    system.require("pgbouncer")
+    found = system.find("pgbouncer")
+    assert found is not None
     return found
 
 

@@ -198,6 +198,9 @@ async def test_cli_pause_stops_two_worker_processes_and_resume_wakes_them(
         _stop(procs)
 
 
+# Two processes through several poll intervals: the slow set; the same fallback in one
+# process is test_worker_without_listen_learns_pause_and_resume_within_a_poll_interval.
+@pytest.mark.slow
 async def test_pause_without_notify_holds_within_one_poll_interval_across_processes(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:

@@ -7,6 +7,7 @@ import subprocess
 from datetime import datetime, timedelta
 
 import asyncpg
+import pytest
 
 from aiopgq import Queue
 
@@ -56,6 +57,9 @@ def stop(procs: list[subprocess.Popen[str]]) -> None:
             proc.kill()
 
 
+# Worker processes wait out real ticks: the slow set (test_periodic.py runs three
+# schedulers on one clock in the default set).
+@pytest.mark.slow
 async def test_three_workers_run_each_tick_of_a_one_second_schedule_once(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
@@ -81,6 +85,7 @@ async def test_three_workers_run_each_tick_of_a_one_second_schedule_once(
     assert {row["runs"] for row in done} == {1}
 
 
+@pytest.mark.slow
 async def test_ticks_go_on_when_the_worker_that_took_the_last_one_is_killed(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:

@@ -98,6 +98,8 @@ async def test_killed_workers_expire_and_aiopgq_workers_lists_the_live_ones(
             "60",
             "--grace-period",
             "1",
+            "--maintenance-interval",  # the expiry below waits for a maintenance pass
+            "0.5",
         )
         for _ in range(2)
     ]
