@@ -8,7 +8,7 @@ import enum
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -109,10 +109,6 @@ class Job:
                 f"knows no queue to wait on: use `await queue.result({self.id})`"
             )
         return await waiter.wait_for_job(self.id, timeout)
-
-    def waiting_on(self, waiter: JobWaiter | None) -> Job:
-        """This Job, whose wait() waits on `waiter`."""
-        return self if waiter is self.waiter else replace(self, waiter=waiter)
 
     def __getstate__(self) -> dict[str, Any]:
         # A pickled or copied Job leaves its queue (and the queue's pool) behind.

@@ -76,7 +76,15 @@ class Enqueue:
         if unique is not None:
             with payload_limit_as_error(core.schema, task):
                 jobs, _ = await enqueue_unique(
-                    core, task, [arguments], f"[{text}]", opts, unique, connection, retry_for
+                    core,
+                    task,
+                    [arguments],
+                    f"[{text}]",
+                    opts,
+                    unique,
+                    connection,
+                    retry_for,
+                    self._waiter,
                 )
             return (await self._after(jobs))[0]
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
@@ -126,17 +134,7 @@ class Enqueue:
             core.check_open(connection)  # an empty batch on a closed queue fails like any
             return []
         if unique is not None:
-            with payload_limit_as_error(core.schema, task):
-                jobs, _ = await enqueue_unique(
-                    core,
-                    task,
-                    batch.payloads,
-                    batch.as_array(),
-                    batch.options,
-                    unique,
-                    connection,
-                    retry_for,
-                )
+            jobs, _ = await self._keyed(batch, unique, connection, retry_for)
             return await self._after(jobs)
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
             if core.observer is None:
@@ -174,18 +172,7 @@ class Enqueue:
             core.check_open(connection)
             return 0
         if unique is not None:
-            with payload_limit_as_error(core.schema, task):
-                _, created = await enqueue_unique(
-                    core,
-                    task,
-                    batch.payloads,
-                    batch.as_array(),
-                    batch.options,
-                    unique,
-                    connection,
-                    retry_for,
-                )
-            return created
+            return (await self._keyed(batch, unique, connection, retry_for))[1]
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
             if core.observer is None:
                 return await core.run(
@@ -244,12 +231,32 @@ class Enqueue:
         )
         return batch, unique
 
+    async def _keyed(
+        self,
+        batch: Batch,
+        unique: Uniqueness,
+        connection: Connection | None,
+        retry_for: float | timedelta | None,
+    ) -> tuple[list[Job], int]:
+        """A batch with idempotency keys, through enqueue_unique(): its Jobs, how many new."""
+        with payload_limit_as_error(self._core.schema, batch.task):
+            return await enqueue_unique(
+                self._core,
+                batch.task,
+                batch.payloads,
+                batch.as_array(),
+                batch.options,
+                unique,
+                connection,
+                retry_for,
+                self._waiter,
+            )
+
     async def _after(self, jobs: list[Job]) -> list[Job]:
-        """Keyed jobs made awaitable and shown to the hooks."""
-        waited = [job.waiting_on(self._waiter) for job in jobs]
+        """Keyed jobs shown to the hooks."""
         if self._hooks.enqueue_hooks:
-            await self._hooks.enqueued(waited)
-        return waited
+            await self._hooks.enqueued(jobs)
+        return jobs
 
 
 @contextlib.contextmanager

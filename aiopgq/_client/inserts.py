@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -117,6 +118,15 @@ async def insert_batch(
         row = await conn.fetchrow(sql.insert_jobs_traced, *args, trace)
     assert row is not None  # an aggregate: always one row
     ids, created_at = row
+    return batch_jobs(batch, ids, created_at, waiter)
+
+
+def batch_jobs(
+    batch: Batch, ids: Sequence[int], created_at: datetime, waiter: JobWaiter | None = None
+) -> list[Job]:
+    """The Jobs of a batch the bulk insert made (its ids and created_at): for Queue and
+    SyncQueue alike; `waiter`: where their wait() waits."""
+    opts = batch.options
     return build_jobs(
         ids,
         batch.payloads,

@@ -26,12 +26,13 @@ from .._enqueue_options import (
     check_option_names,
 )
 from .._errors import ConfigurationError, JobNotFound, SchemaError
-from .._models import Job, build_job, build_jobs, job_from_record
+from .._models import Job, build_job, job_from_record
 from .._task import Task
+from .inserts import batch_jobs
 from .prepare import prepare_many, prepare_one
 from .queue import Queue
 from .task_registry import Declaration, RegistryCache
-from .unique import Uniqueness, duplicate_job, unique_jobs
+from .unique import Uniqueness, duplicate_job, unique_arguments, unique_jobs
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -191,17 +192,7 @@ class SyncQueue:
                 row = self._fetchone(conn, "insert_jobs_keyed", params)
         assert row is not None
         ids, created_at = row
-        return build_jobs(
-            ids,
-            batch.payloads,
-            task=task,
-            queue=opts.queue,
-            priority=opts.priority,
-            run_at=opts.run_at or created_at,
-            created_at=created_at,
-            max_attempts=opts.max_attempts,
-            concurrency_key=opts.concurrency_key,
-        )
+        return batch_jobs(batch, ids, created_at)
 
     def _defaults(self, task: str, conn: psycopg.Connection[Any]) -> TaskDefaults | None:
         """The task registered here, else the registry's declaration, if any."""
@@ -220,17 +211,7 @@ class SyncQueue:
         from psycopg import errors
         from psycopg.rows import dict_row
 
-        params = _params(
-            task,
-            array_text,
-            unique.keys,
-            opts.queue,
-            opts.priority,
-            opts.run_at,
-            opts.max_attempts,
-            unique.unique_for,
-            unique.on_conflict,
-        )
+        params = _params(*unique_arguments(task, array_text, opts, unique))
         try:
             with _schema_errors(self.schema), conn.transaction():
                 rows = (

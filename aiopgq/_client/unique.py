@@ -21,7 +21,7 @@ from .._db.connection import Connection
 from .._db.migrations import missing_schema_as_error
 from .._enqueue_options import ON_CONFLICT, OnConflict, Options
 from .._errors import Error, shown
-from .._models import Job, JobStatus, build_job, job_from_record
+from .._models import Job, JobStatus, JobWaiter, build_job, job_from_record
 from .core import Core
 
 MAX_KEY_BYTES = 1000  # a B-tree entry holds at most ~2,700 bytes; keys are names, not data
@@ -139,20 +139,11 @@ async def enqueue_unique(
     unique: Uniqueness,
     connection: Connection | None,
     retry_for: float | timedelta | None = None,
+    waiter: JobWaiter | None = None,
 ) -> tuple[list[Job], int]:
     """Enqueue keyed jobs; each payload's Job (new, or the holder of its key) and how
     many are new. Raises DuplicateJob for on_conflict="raise"."""
-    args = (
-        task,
-        array_text,
-        unique.keys,
-        opts.queue,
-        opts.priority,
-        opts.run_at,
-        opts.max_attempts,
-        unique.unique_for,
-        unique.on_conflict,
-    )
+    args = unique_arguments(task, array_text, opts, unique)
     try:
         with missing_schema_as_error(core.schema):
             rows = await core.run(
@@ -170,7 +161,24 @@ async def enqueue_unique(
         if duplicate is None:
             raise
         raise duplicate from None
-    return unique_jobs(task, payloads, opts, rows)
+    return unique_jobs(task, payloads, opts, rows, waiter)
+
+
+def unique_arguments(
+    task: str, array_text: str, opts: Options, unique: Uniqueness
+) -> tuple[Any, ...]:
+    """The arguments of sql/enqueue/enqueue_unique.sql, for Queue and SyncQueue alike."""
+    return (
+        task,
+        array_text,
+        unique.keys,
+        opts.queue,
+        opts.priority,
+        opts.run_at,
+        opts.max_attempts,
+        unique.unique_for,
+        unique.on_conflict,
+    )
 
 
 def unique_jobs(
@@ -178,9 +186,10 @@ def unique_jobs(
     payloads: list[dict[str, Any]],
     opts: Options,
     rows: Sequence[Mapping[str, Any] | asyncpg.Record],
+    waiter: JobWaiter | None = None,
 ) -> tuple[list[Job], int]:
     """Each payload's Job from enqueue_unique()'s rows (new, or the holder of its key), and
-    how many are new: the same for Queue and SyncQueue."""
+    how many are new: the same for Queue and SyncQueue; `waiter`: where their wait() waits."""
     jobs: list[Job | None] = [None] * len(payloads)
     created = 0
     replaced: dict[int, tuple[int, Job]] = {}  # by id: the last replacement, and its item
@@ -198,9 +207,10 @@ def unique_jobs(
                 created_at=row["created_at"],
                 max_attempts=opts.max_attempts,
                 concurrency_key=opts.concurrency_key,
+                waiter=waiter,
             )
         else:
-            jobs[at] = job = job_from_record(row)
+            jobs[at] = job = job_from_record(row, waiter)
             if row["outcome"] == "replaced" and at >= replaced.get(job.id, (-1, job))[0]:
                 replaced[job.id] = (at, job)
     if any(job is None for job in jobs):
