@@ -132,109 +132,13 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_
 -- jobs, in the same order: the move inserts `SELECT *` of the rows it deletes
 -- (sql/maintain/archive_move.sql; tests/worker/test_archive.py checks the two stay
 -- alike), so a migration that adds a column to jobs adds it here too.
-CREATE TABLE {{schema}}.jobs_archive (
-    id bigint NOT NULL,
-    queue text NOT NULL,
-    task text NOT NULL,
-    payload jsonb NOT NULL,
-    status {{schema}}.job_status NOT NULL,
-    priority integer NOT NULL,
-    attempts integer NOT NULL,
-    max_attempts integer NOT NULL,
-    run_at timestamp with time zone NOT NULL,
-    locked_at timestamp with time zone,
-    locked_by text,
-    heartbeat_at timestamp with time zone,
-    last_error text,
-    result jsonb,
-    idempotency_key text,
-    created_at timestamp with time zone NOT NULL,
-    finished_at timestamp with time zone,
-    enqueued_by name,
-    errors jsonb,
-    trace_context jsonb,
-    concurrency_key text,
-    metadata jsonb
-)
-PARTITION BY LIST (status);
-
-CREATE TABLE {{schema}}.jobs_archive_cancelled (
-    id bigint NOT NULL,
-    queue text NOT NULL,
-    task text NOT NULL,
-    payload jsonb NOT NULL,
-    status {{schema}}.job_status NOT NULL,
-    priority integer NOT NULL,
-    attempts integer NOT NULL,
-    max_attempts integer NOT NULL,
-    run_at timestamp with time zone NOT NULL,
-    locked_at timestamp with time zone,
-    locked_by text,
-    heartbeat_at timestamp with time zone,
-    last_error text,
-    result jsonb,
-    idempotency_key text,
-    created_at timestamp with time zone NOT NULL,
-    finished_at timestamp with time zone,
-    enqueued_by name,
-    errors jsonb,
-    trace_context jsonb,
-    concurrency_key text,
-    metadata jsonb
-)
-PARTITION BY RANGE (finished_at);
-
-CREATE TABLE {{schema}}.jobs_archive_done (
-    id bigint NOT NULL,
-    queue text NOT NULL,
-    task text NOT NULL,
-    payload jsonb NOT NULL,
-    status {{schema}}.job_status NOT NULL,
-    priority integer NOT NULL,
-    attempts integer NOT NULL,
-    max_attempts integer NOT NULL,
-    run_at timestamp with time zone NOT NULL,
-    locked_at timestamp with time zone,
-    locked_by text,
-    heartbeat_at timestamp with time zone,
-    last_error text,
-    result jsonb,
-    idempotency_key text,
-    created_at timestamp with time zone NOT NULL,
-    finished_at timestamp with time zone,
-    enqueued_by name,
-    errors jsonb,
-    trace_context jsonb,
-    concurrency_key text,
-    metadata jsonb
-)
-PARTITION BY RANGE (finished_at);
-
-CREATE TABLE {{schema}}.jobs_archive_failed (
-    id bigint NOT NULL,
-    queue text NOT NULL,
-    task text NOT NULL,
-    payload jsonb NOT NULL,
-    status {{schema}}.job_status NOT NULL,
-    priority integer NOT NULL,
-    attempts integer NOT NULL,
-    max_attempts integer NOT NULL,
-    run_at timestamp with time zone NOT NULL,
-    locked_at timestamp with time zone,
-    locked_by text,
-    heartbeat_at timestamp with time zone,
-    last_error text,
-    result jsonb,
-    idempotency_key text,
-    created_at timestamp with time zone NOT NULL,
-    finished_at timestamp with time zone,
-    enqueued_by name,
-    errors jsonb,
-    trace_context jsonb,
-    concurrency_key text,
-    metadata jsonb
-)
-PARTITION BY RANGE (finished_at);
+CREATE TABLE {{schema}}.jobs_archive (LIKE {{schema}}.jobs) PARTITION BY LIST (status);
+CREATE TABLE {{schema}}.jobs_archive_cancelled PARTITION OF {{schema}}.jobs_archive
+    FOR VALUES IN ('cancelled') PARTITION BY RANGE (finished_at);
+CREATE TABLE {{schema}}.jobs_archive_done PARTITION OF {{schema}}.jobs_archive
+    FOR VALUES IN ('done') PARTITION BY RANGE (finished_at);
+CREATE TABLE {{schema}}.jobs_archive_failed PARTITION OF {{schema}}.jobs_archive
+    FOR VALUES IN ('failed') PARTITION BY RANGE (finished_at);
 
 ALTER TABLE {{schema}}.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME {{schema}}.jobs_id_seq
@@ -344,12 +248,6 @@ CREATE TABLE {{schema}}.workers (
     last_seen timestamp with time zone DEFAULT now() NOT NULL
 );
 
-ALTER TABLE ONLY {{schema}}.jobs_archive ATTACH PARTITION {{schema}}.jobs_archive_cancelled FOR VALUES IN ('cancelled');
-
-ALTER TABLE ONLY {{schema}}.jobs_archive ATTACH PARTITION {{schema}}.jobs_archive_done FOR VALUES IN ('done');
-
-ALTER TABLE ONLY {{schema}}.jobs_archive ATTACH PARTITION {{schema}}.jobs_archive_failed FOR VALUES IN ('failed');
-
 ALTER TABLE ONLY {{schema}}.archive_layout
     ADD CONSTRAINT archive_layout_pkey PRIMARY KEY (only_row);
 
@@ -384,13 +282,7 @@ ALTER TABLE ONLY {{schema}}.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
 -- get_job and retry look archived jobs up by id (one probe per partition).
-CREATE INDEX jobs_archive_id_idx ON ONLY {{schema}}.jobs_archive USING btree (id);
-
-CREATE INDEX jobs_archive_cancelled_id_idx ON ONLY {{schema}}.jobs_archive_cancelled USING btree (id);
-
-CREATE INDEX jobs_archive_done_id_idx ON ONLY {{schema}}.jobs_archive_done USING btree (id);
-
-CREATE INDEX jobs_archive_failed_id_idx ON ONLY {{schema}}.jobs_archive_failed USING btree (id);
+CREATE INDEX jobs_archive_id_idx ON {{schema}}.jobs_archive USING btree (id);
 
 -- Retention per status (done rows after a day by default, failed and cancelled after a
 -- week: they carry the reason). The pruner deletes one status at a time, oldest first,
@@ -424,11 +316,8 @@ CREATE INDEX jobs_pending_idx ON {{schema}}.jobs USING btree (hashtext(queue), p
 -- limited claim's counts) imply this predicate, so the completions find each job by id.
 CREATE INDEX jobs_running_idx ON {{schema}}.jobs USING btree (heartbeat_at) WHERE (heartbeat_at IS NOT NULL);
 
-ALTER INDEX {{schema}}.jobs_archive_id_idx ATTACH PARTITION {{schema}}.jobs_archive_cancelled_id_idx;
 
-ALTER INDEX {{schema}}.jobs_archive_id_idx ATTACH PARTITION {{schema}}.jobs_archive_done_id_idx;
 
-ALTER INDEX {{schema}}.jobs_archive_id_idx ATTACH PARTITION {{schema}}.jobs_archive_failed_id_idx;
 
 -- The archive's one settings row (the plain layout).
 INSERT INTO {{schema}}.archive_layout DEFAULT VALUES;
