@@ -60,7 +60,7 @@ class TaskNotFound(Error):
     Args:
         message: what happened and what to do.
         task: the name that was not found (default "").
-        known: the task names that are registered, kept sorted as `known` (default none).
+        known: the task names that are registered, kept as the list `known` (default none).
     """
 
     def __init__(self, message: str, *, task: str = "", known: Sequence[str] = ()) -> None:

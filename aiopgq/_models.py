@@ -290,7 +290,7 @@ class ArchiveLayout:
         enabled: True while finished jobs move to the archive.
         archive_after: seconds a finished job stays in the jobs table before it moves.
         partition_width: seconds of finished_at each partition holds.
-        changed_at: when the layout was last switched on or off.
+        changed_at: when the layout's settings last changed.
         partitions: the archive's partitions, oldest first per status.
     """
 

@@ -85,8 +85,8 @@ class Task(Generic[P, R]):
     Raises:
         ValueError: a bad queue name, `max_attempts`, `priority`, `timeout` or
             `max_snoozes`.
-        TypeError: a `priority` that is not an int, or a function whose parameters cannot
-            take a JSON payload.
+        TypeError: a `priority` that is not an int, or a parameter a payload cannot carry
+            (positional-only, *args, named as an enqueue option, a second JobContext).
         ConfigurationError: a bad `key_concurrency`.
     """
 

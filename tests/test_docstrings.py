@@ -16,6 +16,7 @@ import inspect
 import re
 import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,6 +63,13 @@ def undocumented(module_name: str) -> list[str]:
 def test_every_public_object_has_a_docstring(module_name: str) -> None:
     assert list(public_objects(module_name)), module_name
     assert undocumented(module_name) == []
+
+
+def test_the_reference_shows_every_public_name() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "api.md").read_text()
+    shown = set(re.findall(r"^::: ([\w.]+)$", page, re.MULTILINE))
+    public = {name for name, _ in public_objects("aiopgq")} | set(PUBLIC_MODULES[1:])
+    assert public - shown == set()
 
 
 # -- what the docstrings say ---------------------------------------------------------------

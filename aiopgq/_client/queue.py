@@ -166,9 +166,6 @@ class Queue:
         Returns:
             The DSN (None for an external pool given without one) and asyncpg's connect
                 keyword arguments.
-
-        Raises:
-            QueueNotOpen: an external pool's queue is closed.
         """
         return self._core.connect_args()
 
@@ -367,8 +364,9 @@ class Queue:
                 `key_concurrency`.
             ValueError: a bad queue name, `max_attempts`, `priority`, `timeout` or
                 `max_snoozes`.
-            TypeError: a `priority` that is not an int, or a function whose parameters
-                cannot take a JSON payload.
+            TypeError: a `priority` that is not an int, or a parameter a payload cannot
+                carry (positional-only, *args, named as an enqueue option, a second
+                JobContext).
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
@@ -426,6 +424,8 @@ class Queue:
             ConfigurationError: a bad schedule, time zone or `missed`, or a task of that
                 name is registered (raised by the decorator).
             ValueError: a bad queue name, `priority` or `max_attempts` (by the decorator).
+            TypeError: a parameter but `tick` without a default, or one a payload cannot
+                carry, as `task` (by the decorator).
         """
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
@@ -471,6 +471,8 @@ class Queue:
 
         Raises:
             ConfigurationError: no queues, or a bad option value.
+            ValueError: a bad queue name.
+            TypeError: an option the Worker does not take.
         """
         return Worker(self, queues=queues, **options)
 

@@ -108,7 +108,7 @@ class SyncQueue:
         >>> sync_queue = SyncQueue.from_queue(app.jobs.queue)
 
         Args:
-            queue: the Queue (with a DSN: not one made with `pool=` only).
+            queue: the Queue whose DSN, schema, tasks and max_payload_bytes it takes.
 
         Returns:
             The SyncQueue, not connected yet.

@@ -28,7 +28,7 @@ def serve_forever(data_dir: Path | None, port: int | None) -> int:
 
     Args:
         data_dir: the data folder, or None as above.
-        port: the TCP port number of the server, or None as above.
+        port: the server's port number, or None as above.
 
     Returns:
         The exit code: 0 after a signal, 1 when the server could not start or exited.

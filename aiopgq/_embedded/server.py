@@ -264,8 +264,8 @@ def start_throwaway(
         with start_throwaway(settings={"max_connections": "20"}) as server: ...
 
     Args:
-        port: the TCP port number of the server (part of its socket's name; default
-            None: a free one).
+        port: the server's port number, which names its Unix socket (default None: a
+            free one).
         settings: more postgresql.conf settings, by name (default None: none).
 
     Returns:
@@ -311,7 +311,8 @@ def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -
 
     Args:
         data_dir: the data folder (default None: `default_data_dir`).
-        port: the TCP port number of the server (default None: as above).
+        port: the server's port number, which names its Unix socket (default None: as
+            above).
 
     Returns:
         The running server.

@@ -102,8 +102,8 @@ class Worker:
         connect_timeout: how long `run()` retries an unreachable database at start
             (default 30).
         periodic: True (default): enqueue the ticks of the periodic tasks of its queues.
-        name: the start of its id, shown in `locked_by` and pg_stat_activity (default
-            None: the host name).
+        name: the start of its id, which jobs it runs show as `locked_by` (default None:
+            the host name).
         metrics_port: serve Prometheus /metrics on this TCP port (default None: no
             server; 0: a free port).
         metrics_host: the address /metrics listens on (default "127.0.0.1").
