@@ -611,8 +611,7 @@ class Queue:
 
     # A timeout argument, as asyncio.wait_for has (ASYNC109).
     async def result(self, job_id: int, timeout: float | None = None) -> Any:
-        """The stored return value of the job, waiting until it ends; JobFailed, JobCancelled,
-        JobNotFound, or TimeoutError after `timeout` seconds.
+        """The stored return value of the job, waiting until it ends.
 
         >>> job = await add.enqueue(1, b=2)
         >>> await queue.result(job.id, timeout=30)  # 3
@@ -634,9 +633,8 @@ class Queue:
         return (await self._results.wait_for_job(job_id, timeout)).result
 
     async def wait_for_job(self, job_id: int, timeout: float | None = None) -> Job:
-        """The job as it ended (done); JobFailed, JobCancelled, JobNotFound, or TimeoutError
-        after `timeout` seconds. The waiters of every Queue of the process on one database
-        share one LISTEN connection.
+        """The job as it ended (done). The waiters of every Queue of the process on one
+        database share one LISTEN connection.
 
         >>> job = await queue.wait_for_job(job_id, timeout=30)
         >>> job.status, job.result, job.finished_at
