@@ -30,6 +30,11 @@ class Lease:
     is refused unless the job's row still carries all three.
 
     >>> ctx.lease  # Lease(job_id=42, attempt=2, worker='host:123:ab12cd34')
+
+    Attributes:
+        job_id: the job's id.
+        attempt: the attempt this run was claimed with, from 1.
+        worker: the id of the worker that claimed it.
     """
 
     job_id: int
@@ -69,6 +74,13 @@ class JobContext:
 
     >>> @queue.task(name="report.build")
     ... async def build(ctx: JobContext, day: str) -> None: ctx.logger.info("try %s", ctx.attempt)
+
+    The worker makes it; a handler gets it, and does not build one.
+
+    Args:
+        job: the job this run is of, as claimed.
+        services: what the context needs of the worker running the job.
+        checkpoint_text: the state an earlier run saved, as JSON text (default None: none).
     """
 
     def __init__(
@@ -179,6 +191,15 @@ class JobContext:
         outcome; a later run of the job gets the state back as `ctx.checkpoint`.
 
         >>> await ctx.progress(0.4, state={"next_page": 41})
+
+        Args:
+            fraction: how far the run is, from 0 to 1.
+            state: a JSON value to resume from, at most 100,000 bytes as JSON text
+                (default None: no new state).
+
+        Raises:
+            TypeError: `fraction` is not a number, or `state` cannot be stored as JSON.
+            ValueError: `fraction` is outside 0..1, or `state` is over 100,000 bytes.
         """
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
             raise TypeError(f"progress: fraction must be a number from 0 to 1, got {fraction!r}")
@@ -205,6 +226,12 @@ class JobContext:
         block; the handler's own return value is not stored once that committed).
 
         >>> async with ctx.transaction() as conn: ...; ctx.set_result({"rows": 3})
+
+        Args:
+            value: the result, a JSON value.
+
+        Raises:
+            TypeError: `value` cannot be stored as JSON.
         """
         try:
             self.result_text = encode_result(value)
@@ -220,6 +247,14 @@ class JobContext:
 
         >>> async with ctx.transaction() as conn:
         ...     await conn.execute("INSERT INTO ledger (job_id) VALUES ($1)", ctx.job_id)
+
+        Yields:
+            A connection of the worker's pool, inside the transaction.
+
+        Raises:
+            LeaseLost: this run no longer holds the job: everything rolled back.
+            ConfigurationError: the worker runs with `hold_transaction=True`.
+            RuntimeError: a second `transaction()` of the same run (one commits the job's done).
         """
         services = self._services
         if services.holds_transactions:

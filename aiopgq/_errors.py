@@ -56,6 +56,11 @@ class TaskNotFound(Error):
 
     >>> try: await queue.enqueue("mail.sned", {})
     ... except TaskNotFound as exc: print(exc.known)  # ['mail.send', ...]
+
+    Args:
+        message: what happened and what to do.
+        task: the name that was not found (default "").
+        known: the task names that are registered, kept as the list `known` (default none).
     """
 
     def __init__(self, message: str, *, task: str = "", known: Sequence[str] = ()) -> None:
@@ -95,6 +100,13 @@ class Snooze(Error):
 
     >>> if not await upstream_ready():
     ...     raise aiopgq.Snooze(30)  # run again in 30 s
+
+    Args:
+        seconds: how long the job waits before it runs again, in seconds (0 to 10 years).
+
+    Raises:
+        TypeError: `seconds` is not a number (an int or a float; not a bool).
+        ValueError: `seconds` is negative or over 10 years.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -115,6 +127,9 @@ class Abort(Error):
 
     >>> if order.cancelled:
     ...     raise aiopgq.Abort("order was cancelled")
+
+    Args:
+        reason: why, stored as the job's last_error (default "aborted").
     """
 
     def __init__(self, reason: str = "aborted") -> None:

@@ -31,6 +31,12 @@ class JobError:
 
     >>> for error in (await queue.get_job(job_id)).errors:
     ...     print(error.at, error.attempt, error.worker, error.error.splitlines()[-1])
+
+    Attributes:
+        at: when the attempt failed (an aware datetime).
+        attempt: the number of the attempt, from 1.
+        worker: the id of the worker that ran it (None when unknown).
+        error: the exception's type, message and traceback (capped in length).
     """
 
     at: datetime
@@ -44,6 +50,15 @@ class JobEvent:
     """A snooze or an abort in a job's history (`Job.history`, oldest first, the last 20).
 
     >>> [(e.event, e.attempt, e.seconds or e.reason) for e in job.history]
+
+    Attributes:
+        event: "snooze" or "abort".
+        at: when it happened (an aware datetime).
+        attempt: the attempt that snoozed or aborted, from 1.
+        worker: the id of the worker that ran it (None when unknown).
+        seconds: a snooze's delay in seconds (None for an abort).
+        reason: an abort's reason (None for a snooze).
+        over_limit: True for a snooze past the task's max_snoozes, counted as a failed attempt.
     """
 
     event: str  # "snooze" or "abort"
@@ -67,6 +82,32 @@ class Job:
 
     >>> job = await add.enqueue(1, b=2)
     >>> (await queue.get_job(job.id)).status
+
+    Attributes:
+        id: the job's id, unique in its schema.
+        task: the name of its task.
+        queue: the name of its queue.
+        payload: the handler's keyword arguments, as JSON decoded.
+        priority: higher runs first among runnable jobs of the queue (a 32-bit int).
+        run_at: when it may run next (an aware datetime: enqueue's, a retry's or a snooze's).
+        created_at: when it was enqueued (an aware datetime, the database's clock).
+        status: where it is in its life (default pending).
+        attempts: the attempts started so far (snoozes and releases at shutdown do not count).
+        max_attempts: the most attempts it may make (default 1 for a Job built by hand).
+        last_error: the last failed attempt's error (type, message, traceback) or abort
+            reason; None when none failed.
+        result: what the handler returned, as JSON decoded, once done (else None).
+        locked_by: the id of the worker running it (None when it is not running).
+        heartbeat_at: when its worker last extended its lease (None when not running).
+        finished_at: when it ended: done, failed or cancelled (None before).
+        errors: its failed attempts, oldest first (the last 10).
+        tick: a periodic job's schedule time (None for other jobs).
+        progress: the fraction (0 to 1) its handler last reported with `ctx.progress`, or None.
+        checkpoint: the state its handler last saved with `ctx.progress(state=...)`, or None.
+        history: its snoozes and aborts, oldest first (the last 20).
+        concurrency_key: its key for its queue's per-key limit (None: no key).
+        waiter: the Queue that returned this Job, where `wait()` waits (None for a Job
+            unpickled, copied or built by hand).
     """
 
     id: int
@@ -96,11 +137,24 @@ class Job:
 
     async def wait(self, timeout: float | None = None) -> Job:
         """Wait until the job has ended and return it as it ended (`result` holds the
-        handler's return value); JobFailed, JobCancelled, or TimeoutError after `timeout`
-        seconds. For Jobs returned by enqueue and get_job.
+        handler's return value). For Jobs returned by enqueue and get_job.
 
         >>> job = await add.enqueue(1, b=2)
         >>> (await job.wait(timeout=30)).result
+
+        Args:
+            timeout: the longest wait, in seconds (default None: no limit).
+
+        Returns:
+            The job as it ended, done.
+
+        Raises:
+            JobFailed: the job ended failed.
+            JobCancelled: the job ended cancelled.
+            JobNotFound: no job has this id any more (pruned after its retention).
+            TimeoutError: the job did not end within `timeout` seconds.
+            QueueNotOpen: the Queue that returned the job is closed.
+            RuntimeError: the Job was not returned by a Queue (built by hand, unpickled).
         """
         waiter = self.waiter
         if waiter is None:
@@ -123,6 +177,20 @@ class QueueStats:
 
     >>> for q in await queue.queue_stats(window=60):
     ...     print(q.queue, q.runnable, q.running, f"{q.rate_in:.1f}/s", q.paused)
+
+    Attributes:
+        queue: the queue's name.
+        runnable: pending jobs whose run_at has come.
+        scheduled: pending jobs due later.
+        running: jobs running now.
+        arrived: jobs enqueued in the window (and not pruned since).
+        done: jobs that finished done in the window.
+        failed: jobs that ended failed in the window.
+        cancelled: jobs cancelled in the window.
+        oldest_runnable_age: seconds the oldest runnable job has waited (None: none waits).
+        paused: True while the queue is paused.
+        window: the window's length in seconds (inf: every job retained).
+        progress: the mean progress (0 to 1) of the running jobs that report it, or None.
     """
 
     queue: str
@@ -140,7 +208,15 @@ class QueueStats:
 
     @classmethod
     def of(cls, row: Mapping[str, Any] | asyncpg.Record, window: float) -> QueueStats:
-        """A row of sql/read/queue_stats.sql read over `window` seconds."""
+        """A row of sql/read/queue_stats.sql read over `window` seconds.
+
+        Args:
+            row: the row, its columns named as this class's fields but `window`.
+            window: the window's length in seconds.
+
+        Returns:
+            The row's QueueStats.
+        """
         return cls(**dict(row), window=window)
 
     @property
@@ -160,6 +236,13 @@ class QueueSettings:
 
     >>> settings = await queue.configure("exports", concurrency=3)
     >>> settings.concurrency
+
+    Attributes:
+        queue: the queue's name.
+        concurrency: the most jobs of the queue that run at once.
+        rate: job starts per second, on average.
+        burst: the most job starts at once above the rate (a token bucket's size).
+        key_concurrency: the most running jobs per `concurrency_key`.
     """
 
     queue: str
@@ -176,7 +259,17 @@ class QueueSettings:
 
 @dataclass(frozen=True)
 class ArchivePartition:
-    """One partition of the archive: finished jobs of one status, by finished_at."""
+    """One partition of the archive: finished jobs of one status, by finished_at.
+
+    Attributes:
+        status: the status of its jobs: done, failed or cancelled.
+        from_at: the start of its finished_at range, included (None: the first partition,
+            from the beginning of time).
+        to_at: the end of its finished_at range, excluded.
+        name: the partition's table name.
+        rows_estimate: its rows, from the table's statistics (-1 before its first ANALYZE).
+        bytes: its size on disk with its indexes, in bytes.
+    """
 
     status: str
     from_at: datetime | None  # None: the first one, from the beginning of time
@@ -192,6 +285,13 @@ class ArchiveLayout:
 
     >>> layout = await queue.archive_layout()
     >>> layout.enabled, [p.name for p in layout.partitions]
+
+    Attributes:
+        enabled: True while finished jobs move to the archive.
+        archive_after: seconds a finished job stays in the jobs table before it moves.
+        partition_width: seconds of finished_at each partition holds.
+        changed_at: when the layout's settings last changed.
+        partitions: the archive's partitions, oldest first per status.
     """
 
     enabled: bool
@@ -353,6 +453,12 @@ def current_job() -> Job:
 
     >>> @queue.task()
     ... async def work() -> None: print(current_job().attempts)
+
+    Returns:
+        The Job as the worker claimed it (status running, `attempts` this run's).
+
+    Raises:
+        RuntimeError: called outside a handler that a worker runs.
     """
     try:
         return _current_job.get()

@@ -57,18 +57,43 @@ class Observer:
     """True: workers claim each job with its trace context (one column more)."""
 
     def enqueue_started(self, task: str, queue: str, count: int) -> EnqueueObservation | None:
-        """`count` jobs of `task` are about to be inserted into `queue`."""
+        """`count` jobs of `task` are about to be inserted into `queue`.
+
+        Args:
+            task: the task's name.
+            queue: the queue's name.
+            count: how many jobs the call inserts (1 for enqueue).
+
+        Returns:
+            An observation told how the insert ended, or None (the default) to follow
+                nothing.
+        """
         return None
 
     def cancelled(self, job_id: int, task: str, queue: str) -> None:
-        """queue.cancel() cancelled a job (pending, or running: its run then ends "cancelled")."""
+        """queue.cancel() cancelled a job (pending, or running: its run then ends "cancelled").
+
+        Args:
+            job_id: the cancelled job's id.
+            task: its task's name.
+            queue: its queue's name.
+        """
 
     def job_started(
         self, job: Job, trace_context: Mapping[str, str] | None
     ) -> JobObservation | None:
         """A worker is about to run `job` (called inside the job's own asyncio task);
         the returned observation's ended(outcome, error) is called once when the run
-        ends: outcome is "succeeded", "retried", "failed", "released" or "cancelled"."""
+        ends: outcome is "succeeded", "retried", "failed", "released" or "cancelled".
+
+        Args:
+            job: the job, as claimed (status running, `attempts` this run's).
+            trace_context: what the enqueue's observation stored with the job (W3C trace
+                headers), when `reads_trace_context` is True; else None.
+
+        Returns:
+            The run's observation, or None (the default) to follow nothing.
+        """
         return None
 
 

@@ -15,6 +15,15 @@ class Retry:
 
     >>> @queue.task(retry=Retry(base=1.0, cap=60.0))
     ... async def flaky() -> None: ...
+
+    Attributes:
+        base: the delay after the first failed attempt, in seconds (default 10, >= 0).
+        factor: what each further failed attempt multiplies the delay by (default 2, >= 1).
+        cap: the longest delay, in seconds (default 3600, >= 0).
+        jitter: a random spread of +/- this fraction of the delay (default 0.1, 0 to 1).
+
+    Raises:
+        ConfigurationError: a value is not finite or out of its range.
     """
 
     base: float = 10.0
@@ -36,7 +45,14 @@ class Retry:
             )
 
     def delay(self, attempt: int) -> float:
-        """Seconds to wait before retrying after failed attempt number `attempt` (1-based)."""
+        """Seconds to wait before retrying after failed attempt number `attempt` (1-based).
+
+        Args:
+            attempt: the number of the attempt that failed, from 1.
+
+        Returns:
+            The delay in seconds: `base * factor ** (attempt - 1)`, at most `cap`, with jitter.
+        """
         exponent = max(attempt - 1, 0)
         try:
             raw = min(self.cap, self.base * float(self.factor) ** min(exponent, 1100))

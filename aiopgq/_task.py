@@ -66,6 +66,28 @@ class Task(Generic[P, R]):
     >>> @queue.task(name="demo.add")
     ... async def add(a: int, b: int) -> int: return a + b
     >>> job = await add.enqueue(1, b=2)
+
+    `@queue.task` makes it; its arguments are those of `Queue.task`.
+
+    Args:
+        queue: where its shortcuts enqueue (the Queue's enqueue part).
+        fn: the function, an `async def` or a `def`.
+        name: the task's name.
+        queue_name: the queue its jobs go to.
+        max_attempts: the most runs of a job before it ends failed, >= 1.
+        priority: its jobs' priority, a 32-bit int, higher first.
+        timeout: seconds a run may take before it is cancelled (None: no limit).
+        retry: the backoff between failed attempts.
+        max_snoozes: the snoozes of a job that do not count as a failed attempt
+            (default 100, >= 0).
+        key_concurrency: the key limit it declares for its queue (default None: none).
+
+    Raises:
+        ValueError: a bad queue name, `max_attempts`, `priority`, `timeout` or
+            `max_snoozes`.
+        TypeError: a `priority` that is not an int, or a parameter a payload cannot carry
+            (positional-only, *args, named as an enqueue option, a second JobContext).
+        ConfigurationError: a bad `key_concurrency`.
     """
 
     def __init__(
@@ -110,7 +132,18 @@ class Task(Generic[P, R]):
         return f"<Task {self.name} queue={self.queue_name}>"
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The payload dict for a call with these arguments (TypeError names a bad one)."""
+        """The payload dict for a call with these arguments (TypeError names a bad one).
+
+        Args:
+            args: the call's positional arguments.
+            kwargs: the call's keyword arguments.
+
+        Returns:
+            The arguments by parameter name.
+
+        Raises:
+            TypeError: an argument the function does not take, or a missing one.
+        """
         if not args:
             self.check_keywords(kwargs)
             return dict(kwargs)
@@ -125,6 +158,23 @@ class Task(Generic[P, R]):
 
         >>> job = await add.enqueue(1, b=2, delay=timedelta(seconds=5))
         >>> job = await add.enqueue(1, b=2, connection=conn)  # inside your transaction
+
+        Args:
+            *args: the function's positional arguments.
+            **kwargs: the function's keyword arguments, and the enqueue options of
+                `Queue.enqueue`.
+
+        Returns:
+            The new Job, or the job that holds the idempotency key.
+
+        Raises:
+            TypeError: as `Queue.enqueue`.
+            ValueError: as `Queue.enqueue`.
+            DuplicateJob: as `Queue.enqueue`.
+            PayloadTooLarge: as `Queue.enqueue`.
+            ConfigurationError: as `Queue.enqueue`.
+            QueueNotOpen: as `Queue.enqueue`.
+            SchemaError: as `Queue.enqueue`.
         """
         arguments, options = split_options(kwargs)
         return await self._queue.one(self.name, self.bind(args, arguments), self, options)
@@ -136,6 +186,22 @@ class Task(Generic[P, R]):
         Queue.enqueue_many.
 
         >>> jobs = await add.enqueue_many([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+
+        Args:
+            arguments: one dict of the function's keyword arguments per job.
+            **options: the options of `Queue.enqueue_many`.
+
+        Returns:
+            The Jobs, in the order of `arguments`.
+
+        Raises:
+            TypeError: as `Queue.enqueue`.
+            ValueError: as `Queue.enqueue`.
+            DuplicateJob: as `Queue.enqueue`.
+            PayloadTooLarge: as `Queue.enqueue`.
+            ConfigurationError: as `Queue.enqueue`.
+            QueueNotOpen: as `Queue.enqueue`.
+            SchemaError: as `Queue.enqueue`.
         """
         return await self._queue.many(self.name, arguments, self, options)
 
@@ -145,5 +211,21 @@ class Task(Generic[P, R]):
         """Enqueue one job per dict of keyword arguments with COPY; returns the count.
 
         >>> await add.copy_many({"a": i, "b": i} for i in range(100_000))
+
+        Args:
+            arguments: one dict of the function's keyword arguments per job.
+            **options: the options of `Queue.enqueue_many`.
+
+        Returns:
+            How many jobs it created.
+
+        Raises:
+            TypeError: as `Queue.enqueue`.
+            ValueError: as `Queue.enqueue`.
+            DuplicateJob: as `Queue.enqueue`.
+            PayloadTooLarge: as `Queue.enqueue`.
+            ConfigurationError: as `Queue.enqueue`.
+            QueueNotOpen: as `Queue.enqueue`.
+            SchemaError: as `Queue.enqueue`.
         """
         return await self._queue.copy(self.name, arguments, self, options)

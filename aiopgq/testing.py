@@ -76,16 +76,29 @@ def _provide_database(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Loaded with -p (or an entry point): the server is up before conftest.py runs."""
+    """Loaded with -p (or an entry point): the server is up before conftest.py runs.
+
+    Args:
+        early_config: pytest's configuration (pytest calls this hook).
+    """
     _provide_database(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Loaded from conftest.py's pytest_plugins: the server is up before collection."""
+    """Loaded from conftest.py's pytest_plugins: the server is up before collection.
+
+    Args:
+        config: pytest's configuration (pytest calls this hook).
+    """
     _provide_database(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """At the session's end: the embedded server this plugin started stops.
+
+    Args:
+        config: pytest's configuration (pytest calls this hook).
+    """
     provided = config.stash.get(_PROVIDED, None)
     if provided is not None and provided.server is not None:
         os.environ.pop("AIOPGQ_DSN", None)
@@ -95,7 +108,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def aiopgq_dsn(pytestconfig: pytest.Config) -> str:
-    """The tests' database: AIOPGQ_DSN, else DATABASE_URL, else the session's embedded one."""
+    """The tests' database: AIOPGQ_DSN, else DATABASE_URL, else the session's embedded one.
+
+    Args:
+        pytestconfig: pytest's configuration (pytest passes the fixture).
+
+    Returns:
+        The database's postgresql:// URL; the test fails, saying why, when there is none.
+    """
     dsn = resolve_dsn()
     if dsn is None:
         provided = pytestconfig.stash.get(_PROVIDED, _Provided())
@@ -110,7 +130,14 @@ def aiopgq_dsn(pytestconfig: pytest.Config) -> str:
 
 @pytest_asyncio.fixture
 async def aiopgq_schema(aiopgq_dsn: str) -> AsyncIterator[str]:
-    """A fresh schema with aiopgq's tables, for one test; dropped after it."""
+    """A fresh schema with aiopgq's tables, for one test; dropped after it.
+
+    Args:
+        aiopgq_dsn: the tests' database (the fixture).
+
+    Yields:
+        The schema's name.
+    """
     name = f"aiopgq_test_{uuid.uuid4().hex[:12]}"
     await Queue(aiopgq_dsn, schema=name).migrate()
     yield name
@@ -128,6 +155,17 @@ async def aiopgq_queue(aiopgq_dsn: str, aiopgq_schema: str) -> AsyncIterator[Bin
 
     >>> queue = await aiopgq_queue(myapp.jobs.queue)
     >>> queue = await aiopgq_queue()  # a new Queue with no tasks
+
+    Args:
+        aiopgq_dsn: the tests' database (the fixture).
+        aiopgq_schema: the test's schema (the fixture).
+
+    Yields:
+        `async def bind(queue=None) -> Queue`: binds and opens `queue` (None: a new Queue
+            with no tasks) and returns it.
+
+    Raises:
+        ConfigurationError: (from bind) the Queue is open already.
     """
     bound: list[tuple[Queue, str | None, str | None]] = []
 
@@ -163,6 +201,19 @@ async def run_jobs(
 
     >>> jobs = await run_jobs(queue)
     >>> assert [job.status for job in jobs] == ["done"]
+
+    Args:
+        queue: the Queue whose jobs run (opened and closed here when it is closed).
+        queues: the queues to run (default None: every queue of its tasks).
+        **worker_options: more of the Worker's keyword arguments (concurrency, ...).
+
+    Returns:
+        The jobs that ran, by id, as they ended.
+
+    Raises:
+        ConfigurationError: no queues (none given, no task registered), or a bad worker
+            option.
+        SchemaError: the schema is missing or is not this aiopgq's version.
     """
     opened_here = not queue.is_open
     await queue.open()

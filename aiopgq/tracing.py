@@ -28,6 +28,10 @@ class Tracing(Observer):
 
     >>> queue = Queue(dsn, observers=[Tracing()])
     >>> worker = queue.worker()  # the same Queue (with Tracing) in the worker process
+
+    Args:
+        tracer_provider: the OpenTelemetry TracerProvider its spans come from (default
+            None: the global one).
     """
 
     reads_trace_context = True

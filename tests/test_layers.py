@@ -211,12 +211,34 @@ def test_the_walk_counts_type_checking_and_function_local_imports() -> None:
     assert found == {"aiopgq._client.queue", "aiopgq._task", "aiopgq._db.statements"}
 
 
+def code_lines(text: str) -> int:
+    """The lines of a module but its docstrings: the reference's text (Args, Returns,
+    Raises) does not make a module long to read, its code and comments do."""
+    documented: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                documented.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return len(text.splitlines()) - len(documented)
+
+
+def test_code_lines_leave_out_docstrings() -> None:
+    text = '"""Module.\n\nMore."""\n\n\ndef f() -> None:\n    """F."""\n    return None\n'
+    assert code_lines(text) == 8 - 3 - 1
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_each_module_is_small_and_says_its_role(name: str) -> None:
     path = MODULES[name]
     text = path.read_text(encoding="utf-8")
     if name not in LONGER_ALLOWED:
-        assert len(text.splitlines()) <= MAX_LINES, f"{name} is over {MAX_LINES} lines: split it"
+        lines = code_lines(text)
+        assert lines <= MAX_LINES, f"{name} has {lines} lines besides docstrings: split it"
     docstring = ast.get_docstring(ast.parse(text))
     assert docstring and docstring.splitlines()[0].strip(), f"{name} needs a one-line docstring"
 

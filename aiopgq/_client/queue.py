@@ -63,6 +63,23 @@ class Queue:
     `enqueue_retry_for` (seconds or a timedelta, default 0: fail at once) makes enqueues
     wait out a database they cannot reach, retrying only what cannot run twice (docs/tasks.md,
     "Producers during an outage").
+
+    Args:
+        dsn: the database's postgresql:// URL (default None: `pool`, else the environment).
+        pool: an asyncpg pool of yours, used as it is and not closed by `close()`.
+        schema: the PostgreSQL schema of the queue's tables (default "aiopgq").
+        min_pool_size: connections the pool opens at start (default 1).
+        max_pool_size: the most connections of the pool it creates (default 10).
+        max_payload_bytes: the largest payload an enqueue accepts, in bytes of JSON text
+            (default 1,000,000).
+        connect_kwargs: more arguments of asyncpg's connect, for every connection it opens.
+        observers: Observers of its enqueues and its workers' jobs, in order (default none).
+        enqueue_retry_for: seconds (or a timedelta, 0 to 86400) an enqueue waits out an
+            unreachable database (default None: 0, fail at once).
+
+    Raises:
+        ConfigurationError: no database given or set, a bad DSN or schema name, or a bad
+            `enqueue_retry_for`.
     """
 
     def __init__(
@@ -144,7 +161,12 @@ class Queue:
         return self._core.sql
 
     def connect_args(self) -> tuple[str | None, dict[str, Any]]:
-        """How to open a connection outside the pool (the worker's own connections)."""
+        """How to open a connection outside the pool (the worker's own connections).
+
+        Returns:
+            The DSN (None for an external pool given without one) and asyncpg's connect
+                keyword arguments.
+        """
         return self._core.connect_args()
 
     # -- lifecycle -------------------------------------------------------------
@@ -162,6 +184,16 @@ class Queue:
         --statement-cache-size); None keeps a setting.
 
         >>> queue.reconfigure(schema="staging")
+
+        Args:
+            dsn: another database's postgresql:// URL (the queue then makes its own pool).
+            schema: another schema.
+            max_pool_size: the most connections of the pool, >= 1.
+            connect_kwargs: asyncpg connect arguments, added to those the queue has.
+
+        Raises:
+            RuntimeError: the queue is open.
+            ConfigurationError: a bad DSN, schema name or `max_pool_size`.
         """
         core = self._core
         if core.pool_or_none is not None:
@@ -188,6 +220,14 @@ class Queue:
         container starts next to yours. Wrong credentials or a missing database fail at once.
 
         >>> await queue.open(retry_for=30)  # wait up to 30 s for the server
+
+        Args:
+            retry_for: how long to retry an unreachable server, in seconds (default 0: no
+                retry).
+
+        Raises:
+            CannotConnect: the server could not be reached within `retry_for`, or refused
+                the connection (a ConfigurationError).
         """
         core = self._core
         if core.pool_or_none is not None:
@@ -223,6 +263,13 @@ class Queue:
         a closed queue uses a connection of its own. Safe to run concurrently.
 
         >>> await queue.migrate()  # [] when already up to date
+
+        Returns:
+            The schema versions applied, oldest first ([] when it was up to date).
+
+        Raises:
+            SchemaError: the schema is newer than this aiopgq, or too old to upgrade.
+            CannotConnect: a closed queue could not connect.
         """
         core = self._core
         if core.pool_or_none is None:
@@ -236,7 +283,12 @@ class Queue:
             return await migrations.migrate(conn, core.schema)
 
     async def check_schema(self) -> None:
-        """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`")."""
+        """Raise SchemaError unless the schema matches this aiopgq ("run `aiopgq migrate`").
+
+        Raises:
+            SchemaError: the schema is missing, older or newer than this aiopgq needs.
+            QueueNotOpen: the queue is not open.
+        """
         async with self._core.pool.acquire() as conn:
             await migrations.check_version(conn, self._core.schema)
 
@@ -289,6 +341,32 @@ class Queue:
         own: configure the queue to give the fleet one.
         A worker that starts with a declared limit builds the index key limits need
         and the queue's row if its role owns the tables, else logs a warning.
+
+        Args:
+            fn: the function, when used as `@queue.task` without parentheses.
+            name: the task's name (default None: the function's module and qualified name).
+            queue: the queue its jobs go to (default "default").
+            max_attempts: the most runs of a job before it ends failed (default 5, >= 1).
+            priority: its jobs' priority, a 32-bit int, higher first (default 0).
+            timeout: seconds a run may take before it is cancelled and counts as a failed
+                attempt (default None: no limit).
+            retry: the backoff between failed attempts (default None: `Retry()`).
+            max_snoozes: the snoozes of a job that do not count as a failed attempt
+                (default 100, >= 0).
+            key_concurrency: the key limit declared for the task's queue, an int >= 1
+                (default None: none).
+
+        Returns:
+            The Task (with `fn`), else a decorator that registers the function it gets.
+
+        Raises:
+            ConfigurationError: a task of that name is registered, or a bad
+                `key_concurrency`.
+            ValueError: a bad queue name, `max_attempts`, `priority`, `timeout` or
+                `max_snoozes`.
+            TypeError: a `priority` that is not an int, or a parameter a payload cannot
+                carry (positional-only, *args, named as an enqueue option, a second
+                JobContext).
         """
 
         def register(func: Callable[P, R]) -> Task[P, R]:
@@ -324,6 +402,30 @@ class Queue:
 
         >>> @queue.periodic("*/5 * * * *", name="reports.refresh", timezone="Europe/Berlin")
         ... async def refresh(tick: datetime) -> None: ...
+
+        Args:
+            cron: the schedule: 5 cron fields, 6 with seconds first, or an alias ("@daily").
+            name: the task's name (default None: the function's module and qualified name).
+            timezone: the IANA time zone the schedule reads in (default "UTC").
+            missed: what ticks missed while no worker ran become: "latest" (default: the
+                newest once), "skip" or "all" (docs/periodic.md).
+            queue: the queue its jobs go to (default "default").
+            priority: its jobs' priority, a 32-bit int, higher first (default 0).
+            max_attempts: the most runs of a tick's job (default 5, >= 1).
+            timeout: seconds a run may take (default None: no limit).
+            retry: the backoff between failed attempts (default None: `Retry()`).
+
+        Returns:
+            A decorator that registers the function it gets (taking the tick as `tick`,
+                a datetime in the schedule's time zone, if it declares that parameter) and
+                returns its Task.
+
+        Raises:
+            ConfigurationError: a bad schedule, time zone or `missed`, or a task of that
+                name is registered (raised by the decorator).
+            ValueError: a bad queue name, `priority` or `max_attempts` (by the decorator).
+            TypeError: a parameter but `tick` without a default, or one a payload cannot
+                carry, as `task` (by the decorator).
         """
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
@@ -359,6 +461,18 @@ class Queue:
 
         >>> worker = queue.worker(queues=["default"], concurrency=50)
         >>> await worker.run()
+
+        Args:
+            queues: the queues it claims from (default None: every queue of the tasks).
+            **options: the Worker's keyword arguments (concurrency, poll_interval, ...).
+
+        Returns:
+            The Worker, not started.
+
+        Raises:
+            ConfigurationError: no queues, or a bad option value.
+            ValueError: a bad queue name.
+            TypeError: an option the Worker does not take.
         """
         return Worker(self, queues=queues, **options)
 
@@ -382,6 +496,35 @@ class Queue:
 
         `enqueue_retry_for` waits out an unreachable database for this call (docs/tasks.md,
         "Producers during an outage"); the queue's `enqueue_retry_for` when None.
+
+        Args:
+            task: the task's name.
+            payload: the handler's keyword arguments, JSON values (default None: none).
+            **options: the enqueue options, each None (or left out) for the task's
+                setting, else the default: `queue` (a name, default "default"), `run_at`
+                (an aware datetime) or `delay` (seconds or a timedelta, 0 to 10 years),
+                `priority` (a 32-bit int, higher first; default 0), `max_attempts` (an
+                int, at least 1; default 5), `idempotency_key` (a str of up to 1,000 bytes),
+                `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
+                `unique_for` (seconds or a timedelta a done job keeps its key),
+                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                connection of yours: the job commits with your transaction) and
+                `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
+                queue's).
+
+        Returns:
+            The new Job (with its id), or the job that holds the idempotency key.
+
+        Raises:
+            TypeError: an unknown option, an argument the task does not take, a payload
+                that is not JSON, `run_at` with `delay`, or an option of the wrong type.
+            ValueError: an option out of its range, or a payload over `max_payload_bytes`.
+            TaskNotFound: no worker registered the task, while some registered others.
+            DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            PayloadTooLarge: the database refused the payload as over its size limit.
+            ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
+            QueueNotOpen: the queue is not open (and no `connection` was given).
+            SchemaError: the schema is missing (run `aiopgq migrate`).
         """
         return await self._enqueue.one(task, payload, None, options)
 
@@ -398,6 +541,36 @@ class Queue:
 
         >>> jobs = await queue.enqueue_many("demo.add", [{"a": 1, "b": 2}] * 1000)
         >>> jobs = await queue.enqueue_many("demo.add", payloads, idempotency_keys=keys)
+
+        Args:
+            task: the task's name.
+            payloads: one dict of the handler's keyword arguments per job.
+            **options: the enqueue options, each None (or left out) for the task's
+                setting, else the default: `queue` (a name, default "default"), `run_at`
+                (an aware datetime) or `delay` (seconds or a timedelta, 0 to 10 years),
+                `priority` (a 32-bit int, higher first; default 0), `max_attempts` (an
+                int, at least 1; default 5), `idempotency_keys` (one key or None per payload),
+                `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
+                `unique_for` (seconds or a timedelta a done job keeps its key),
+                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                connection of yours: the job commits with your transaction) and
+                `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
+                queue's).
+
+        Returns:
+            The Jobs, in the order of the payloads.
+
+        Raises:
+            TypeError: an unknown option, an argument the task does not take, a payload
+                that is not JSON, `run_at` with `delay`, or an option of the wrong type.
+            ValueError: an option out of its range, keys not one per payload, or a payload
+                over `max_payload_bytes`.
+            TaskNotFound: no worker registered the task, while some registered others.
+            DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            PayloadTooLarge: the database refused the payload as over its size limit.
+            ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
+            QueueNotOpen: the queue is not open (and no `connection` was given).
+            SchemaError: the schema is missing (run `aiopgq migrate`).
         """
         return await self._enqueue.many(task, payloads, None, options)
 
@@ -413,6 +586,24 @@ class Queue:
         (COPY cannot skip a held key) and the count is of the jobs it created.
 
         >>> await queue.copy_many("demo.add", ({"a": i, "b": i} for i in range(100_000)))
+
+        Args:
+            task: the task's name.
+            payloads: one dict of the handler's keyword arguments per job.
+            **options: the options of `enqueue_many`.
+
+        Returns:
+            How many jobs it created.
+
+        Raises:
+            TypeError: as `enqueue_many`.
+            ValueError: as `enqueue_many`.
+            TaskNotFound: as `enqueue_many`.
+            DuplicateJob: as `enqueue_many`.
+            PayloadTooLarge: as `enqueue_many`.
+            ConfigurationError: as `enqueue_many`.
+            QueueNotOpen: as `enqueue_many`.
+            SchemaError: as `enqueue_many`.
         """
         return await self._enqueue.copy(task, payloads, None, options)
 
@@ -420,21 +611,47 @@ class Queue:
 
     # A timeout argument, as asyncio.wait_for has (ASYNC109).
     async def result(self, job_id: int, timeout: float | None = None) -> Any:
-        """The stored return value of the job, waiting until it ends; JobFailed, JobCancelled,
-        JobNotFound, or TimeoutError after `timeout` seconds.
+        """The stored return value of the job, waiting until it ends.
 
         >>> job = await add.enqueue(1, b=2)
         >>> await queue.result(job.id, timeout=30)  # 3
+
+        Args:
+            job_id: the job's id.
+            timeout: the longest wait, in seconds (default None: no limit).
+
+        Returns:
+            What the handler returned, as JSON decoded.
+
+        Raises:
+            JobFailed: the job ended failed.
+            JobCancelled: the job ended cancelled.
+            JobNotFound: no job has this id.
+            TimeoutError: the job did not end within `timeout` seconds.
+            QueueNotOpen: the queue is not open.
         """
         return (await self._results.wait_for_job(job_id, timeout)).result
 
     async def wait_for_job(self, job_id: int, timeout: float | None = None) -> Job:
-        """The job as it ended (done); JobFailed, JobCancelled, JobNotFound, or TimeoutError
-        after `timeout` seconds. The waiters of every Queue of the process on one database
-        share one LISTEN connection.
+        """The job as it ended (done). The waiters of every Queue of the process on one
+        database share one LISTEN connection.
 
         >>> job = await queue.wait_for_job(job_id, timeout=30)
         >>> job.status, job.result, job.finished_at
+
+        Args:
+            job_id: the job's id.
+            timeout: the longest wait, in seconds (default None: no limit).
+
+        Returns:
+            The job as it ended, done.
+
+        Raises:
+            JobFailed: the job ended failed.
+            JobCancelled: the job ended cancelled.
+            JobNotFound: no job has this id.
+            TimeoutError: the job did not end within `timeout` seconds.
+            QueueNotOpen: the queue is not open.
         """
         return await self._results.wait_for_job(job_id, timeout)
 
@@ -475,6 +692,15 @@ class Queue:
 
         >>> @queue.middleware
         ... async def timed(ctx, call_next): t = time.monotonic(); r = await call_next(); ...
+
+        Args:
+            fn: the middleware, an `async def` of (ctx, call_next).
+
+        Returns:
+            `fn` itself, so this works as a decorator.
+
+        Raises:
+            TypeError: `fn` is not an `async def`.
         """
         return self._hooks.add_middleware(fn)
 
@@ -491,6 +717,15 @@ class Queue:
 
         >>> @queue.on_enqueue
         ... def count(job): ENQUEUED.labels(job.task).inc()
+
+        Args:
+            fn: the hook, a function or an `async def` of one Job.
+
+        Returns:
+            `fn` itself, so this works as a decorator.
+
+        Raises:
+            TypeError: `fn` is not callable.
         """
         return self._hooks.add_enqueue_hook(fn)
 
@@ -509,6 +744,12 @@ class Queue:
         started before keep the observers they started with).
 
         >>> queue.add_observer(aiopgq.metrics.Metrics())
+
+        Args:
+            observer: an Observer (a subclass's instance).
+
+        Raises:
+            TypeError: `observer` is not an aiopgq.Observer.
         """
         self._core.add_observer(observer)
 
@@ -521,6 +762,13 @@ class Queue:
 
         >>> await queue.pause("emails")
         >>> await queue.resume("emails")  # workers claim again at once
+
+        Args:
+            queue: the queue's name.
+
+        Raises:
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
         """
         await self._admin.pause(queue)
 
@@ -528,6 +776,13 @@ class Queue:
         """Let workers claim the queue's jobs again, and wake them now.
 
         >>> await queue.resume("emails")
+
+        Args:
+            queue: the queue's name.
+
+        Raises:
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
         """
         await self._admin.resume(queue)
 
@@ -536,6 +791,12 @@ class Queue:
 
         >>> await queue.paused_queues()
         ['emails']
+
+        Returns:
+            The names of the paused queues, sorted.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
         """
         return await self._admin.paused_queues()
 
@@ -548,6 +809,16 @@ class Queue:
         handler running in a thread cannot be interrupted: its result is discarded.
 
         >>> if await queue.cancel(job.id): print("cancelled, running or not")
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            True if this call cancelled the job, False if it had ended already.
+
+        Raises:
+            JobNotFound: no job has this id.
+            QueueNotOpen: the queue is not open.
         """
         return await self._admin.cancel(job_id)
 
@@ -558,6 +829,16 @@ class Queue:
 
         >>> await queue.retry(job.id)
         True
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            True if the job was re-queued.
+
+        Raises:
+            JobNotFound: no job has this id.
+            QueueNotOpen: the queue is not open.
         """
         return await self._admin.retry(job_id)
 
@@ -570,11 +851,31 @@ class Queue:
 
         >>> await queue.retry_failed(queue="emails")
         12
+
+        Args:
+            queue: only the failed jobs of this queue (default None: every queue).
+            task: only the failed jobs of this task (default None: every task).
+
+        Returns:
+            How many jobs were re-queued.
+
+        Raises:
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
         """
         return await self._admin.retry_failed(queue, task)
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
-        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only)."""
+        """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only).
+
+        Args:
+            queue: the queue's name.
+            enabled: True: inserts notify the workers; False: workers find jobs by polling.
+
+        Raises:
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
+        """
         await self._admin.set_notify(queue, enabled)
 
     # -- limits ----------------------------------------------------------------
@@ -602,6 +903,22 @@ class Queue:
 
         >>> await queue.configure("exports", concurrency=3, rate=50.0, burst=10)
         >>> await queue.configure("exports", rate=None)  # the rate limit goes
+
+        Args:
+            queue: the queue's name.
+            concurrency: the most jobs of the queue running at once, an int >= 1.
+            rate: job starts per second on average, > 0 and at most 1e9.
+            burst: the most starts at once above the rate, an int >= 1.
+            key_concurrency: the most running jobs per `concurrency_key`, an int >= 1.
+
+        Returns:
+            The queue's limits as stored now.
+
+        Raises:
+            ConfigurationError: a limit out of its range, or the first key limit set by a
+                role that does not own the tables.
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
         """
         return await self._limits.configure(
             queue, concurrency=concurrency, rate=rate, burst=burst, key_concurrency=key_concurrency
@@ -611,6 +928,16 @@ class Queue:
         """The queue's limits as stored (all None when it has none).
 
         >>> (await queue.queue_settings("exports")).concurrency
+
+        Args:
+            queue: the queue's name.
+
+        Returns:
+            Its limits (None each where it has none).
+
+        Raises:
+            ValueError: a bad queue name.
+            QueueNotOpen: the queue is not open.
         """
         return await self._limits.queue_settings(queue)
 
@@ -629,6 +956,20 @@ class Queue:
 
         >>> await queue.enable_partitioning(archive_after=300, partition_width=86400)
         >>> await queue.disable_partitioning()  # back to the plain layout
+
+        Args:
+            archive_after: seconds (or a timedelta, >= 60) a finished job stays in the jobs
+                table before it moves (default 300).
+            partition_width: seconds (or a timedelta, >= 60, whole seconds) of finished_at
+                per partition (default one day).
+
+        Returns:
+            The layout as it is now.
+
+        Raises:
+            TypeError: a value that is neither seconds nor a timedelta.
+            ValueError: a value under 60 seconds, or a width of a fraction of a second.
+            QueueNotOpen: the queue is not open.
         """
         return await self._partitions.enable_partitioning(
             archive_after=archive_after, partition_width=partition_width
@@ -640,6 +981,12 @@ class Queue:
         pass the retention.
 
         >>> await queue.disable_partitioning()
+
+        Returns:
+            The layout as it is now.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
         """
         return await self._partitions.disable_partitioning()
 
@@ -647,6 +994,12 @@ class Queue:
         """The layout's settings and the archive's partitions, oldest first per status.
 
         >>> print((await queue.archive_layout()).enabled)
+
+        Returns:
+            The layout and its partitions.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
         """
         return await self._partitions.archive_layout()
 
@@ -662,6 +1015,17 @@ class Queue:
 
         >>> job = await queue.get_job(job_id)
         >>> job.status, job.result, job.last_error
+
+        Args:
+            job_id: the job's id.
+            preview: True: payload, result and checkpoint cut to 64 KiB (default False).
+
+        Returns:
+            The job as it is now.
+
+        Raises:
+            JobNotFound: no job has this id.
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.get_job(job_id, preview=preview)
 
@@ -684,6 +1048,21 @@ class Queue:
 
         >>> failed = await queue.list_jobs(status="failed", queue="emails", limit=20)
         >>> older = await queue.list_jobs(status="failed", limit=20, before=failed[-1].id)
+
+        Args:
+            status: only jobs of this status (default None: any).
+            queue: only jobs of this queue (default None: any).
+            task: only jobs of this task (default None: any).
+            limit: the most jobs returned, an int >= 1 (default 50).
+            before: only jobs whose id is lower than this one (default None: the newest).
+            preview: True: payload, result and checkpoint cut to 1 KiB (default False).
+
+        Returns:
+            The jobs, highest id first.
+
+        Raises:
+            ValueError: a bad status, `limit` or `before`.
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.list_jobs(
             status=status, queue=queue, task=task, limit=limit, before=before, preview=preview
@@ -696,11 +1075,26 @@ class Queue:
         for live views, poll `queue_stats()` instead.
 
         >>> {(r["queue"], r["status"]): r["jobs"] for r in await queue.status()}
+
+        Returns:
+            One dict per queue and status.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.status()
 
     async def blocked_sessions(self) -> list[dict[str, Any]]:
-        """Sessions of this database waiting on a lock, with the pids blocking them."""
+        """Sessions of this database waiting on a lock, with the pids blocking them.
+
+        Returns:
+            One dict per waiting session: pid, application_name, state, wait_event_type,
+                wait_event, xact_age (seconds), blocked_by (pids) and query (its first 200
+                characters).
+
+        Raises:
+            QueueNotOpen: the queue is not open.
+        """
         return await self._read.blocked_sessions()
 
     async def queue_stats(self, *, window: float | None = 60.0) -> list[QueueStats]:
@@ -714,6 +1108,17 @@ class Queue:
 
         >>> stats = await queue.queue_stats(window=60)
         >>> {q.queue: q.runnable for q in stats}
+
+        Args:
+            window: the window's length in seconds, > 0 (default 60; None: every job kept).
+
+        Returns:
+            One QueueStats per known queue.
+
+        Raises:
+            TypeError: a `window` that is not a number.
+            ValueError: a `window` that is not finite and > 0.
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.queue_stats(window=window)
 
@@ -726,6 +1131,17 @@ class Queue:
         `preview=True`: as list_jobs(preview=True).
 
         >>> for job in await queue.latest_failures(5): print(job.id, job.last_error)
+
+        Args:
+            limit: the most jobs returned, an int >= 1 (default 10).
+            preview: True: payload, result and checkpoint cut to 1 KiB (default False).
+
+        Returns:
+            The failed jobs, the last to fail first.
+
+        Raises:
+            ValueError: a bad `limit`.
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.latest_failures(limit, preview=preview)
 
@@ -733,5 +1149,11 @@ class Queue:
         """Every schedule in the database, with its last run and next run.
 
         >>> for row in await queue.schedule_status(): print(row["name"], row["next_run"])
+
+        Returns:
+            One dict per schedule.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
         """
         return await self._read.schedule_status()

@@ -20,6 +20,9 @@ class JobFailed(Error):
 
     >>> try: await queue.result(job_id)
     ... except JobFailed as exc: print(exc.error, exc.job.attempts)
+
+    Args:
+        job: the job as it ended; `error` and `traceback` are read from its last_error.
     """
 
     def __init__(self, job: Job) -> None:
@@ -34,10 +37,13 @@ class JobFailed(Error):
 
 
 class JobCancelled(Error):
-    """The awaited job was cancelled before it ran: `job` as it ended.
+    """The awaited job ended cancelled (`Queue.cancel`, pending or running): `job` as it ended.
 
     >>> try: await job.wait()
     ... except JobCancelled: print("cancelled")
+
+    Args:
+        job: the job as it ended.
     """
 
     def __init__(self, job: Job) -> None:

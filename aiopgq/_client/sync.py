@@ -63,6 +63,19 @@ class SyncQueue:
     With `connection=` (a psycopg connection) the job commits or rolls back with the
     caller's transaction; without, it is committed at once on the queue's own
     connection (opened on first use, one at a time across threads).
+
+    Args:
+        dsn: the database's postgresql:// URL (default None: AIOPGQ_DSN, else
+            DATABASE_URL, read when the queue first connects).
+        schema: the PostgreSQL schema of the queue's tables (default "aiopgq").
+        tasks: Tasks by name, whose defaults and argument checks enqueue uses (default
+            None: the registry the workers keep).
+        max_payload_bytes: the largest payload an enqueue accepts, in bytes of JSON text
+            (default 1,000,000).
+        connect_kwargs: more arguments of psycopg's connect, for its own connection.
+
+    Raises:
+        ConfigurationError: psycopg 3 is not installed, or a bad DSN or schema name.
     """
 
     def __init__(
@@ -93,6 +106,15 @@ class SyncQueue:
         arguments are checked as Task.enqueue checks them, without a registry read).
 
         >>> sync_queue = SyncQueue.from_queue(app.jobs.queue)
+
+        Args:
+            queue: the Queue whose DSN, schema, tasks and max_payload_bytes it takes.
+
+        Returns:
+            The SyncQueue, not connected yet.
+
+        Raises:
+            ConfigurationError: psycopg 3 is not installed.
         """
         return cls(
             queue.dsn,
@@ -117,6 +139,23 @@ class SyncQueue:
 
         >>> with conn.transaction():  # your psycopg connection
         ...     queue.enqueue("mail.send", {"to": "a@example.com"}, connection=conn)
+
+        Args:
+            task: the task's name.
+            payload: the handler's keyword arguments, JSON values (default None: none).
+            **options: the options of `Queue.enqueue` but `enqueue_retry_for`;
+                `connection` is a psycopg connection.
+
+        Returns:
+            The new Job, or the job that holds the idempotency key.
+
+        Raises:
+            TypeError: as `Queue.enqueue`.
+            ValueError: as `Queue.enqueue`.
+            TaskNotFound: no worker registered the task, while some registered others.
+            DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
+            ConfigurationError: no database given or set, or it cannot be reached.
         """
         if options:
             check_option_names(options, SYNC_ONE_JOB_OPTIONS, "enqueue")
@@ -164,6 +203,23 @@ class SyncQueue:
         """Enqueue one job per payload in one statement, with Queue.enqueue_many's options.
 
         >>> jobs = queue.enqueue_many("mail.send", [{"to": "a"}, {"to": "b"}])
+
+        Args:
+            task: the task's name.
+            payloads: one dict of the handler's keyword arguments per job.
+            **options: the options of `Queue.enqueue_many` but `enqueue_retry_for`;
+                `connection` is a psycopg connection.
+
+        Returns:
+            The Jobs, in the order of the payloads.
+
+        Raises:
+            TypeError: as `Queue.enqueue`.
+            ValueError: as `Queue.enqueue`.
+            TaskNotFound: no worker registered the task, while some registered others.
+            DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
+            ConfigurationError: no database given or set, or it cannot be reached.
         """
         if options:
             check_option_names(options, SYNC_MANY_JOBS_OPTIONS, "enqueue_many")
@@ -236,9 +292,22 @@ class SyncQueue:
         return unique_jobs(task, payloads, opts, rows)
 
     def get_job(self, job_id: int, *, connection: psycopg.Connection[Any] | None = None) -> Job:
-        """The job's current row; raises JobNotFound.
+        """The job's current row.
 
         >>> queue.get_job(job.id).status
+
+        Args:
+            job_id: the job's id.
+            connection: a psycopg connection of yours to read on (default None: the
+                queue's own).
+
+        Returns:
+            The job as it is now.
+
+        Raises:
+            JobNotFound: no job has this id.
+            SchemaError: the schema is missing or outdated.
+            ConfigurationError: no database given or set, or it cannot be reached.
         """
         from psycopg.rows import dict_row
 

@@ -33,6 +33,10 @@ class DuplicateJob(Error):
 
     >>> try: await add.enqueue(1, b=2, idempotency_key="k", on_conflict="raise")
     ... except DuplicateJob as exc: print(exc.job.id, exc.job.status)
+
+    Args:
+        message: what happened, naming the key.
+        job: the job that holds the key, as `job`.
     """
 
     def __init__(self, message: str, job: Job) -> None:

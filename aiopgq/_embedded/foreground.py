@@ -25,6 +25,13 @@ def serve_forever(data_dir: Path | None, port: int | None) -> int:
     returns the exit code.
 
         raise SystemExit(serve_forever(None, None))
+
+    Args:
+        data_dir: the data folder, or None as above.
+        port: the server's port number, or None as above.
+
+    Returns:
+        The exit code: 0 after a signal, 1 when the server could not start or exited.
     """
     stop = threading.Event()
     handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_ON}

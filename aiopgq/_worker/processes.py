@@ -97,6 +97,21 @@ class WorkerProcesses:
     child (a graceful stop within its grace period); a second `stop()` sends another
     SIGTERM, which makes the children abort (running jobs go back to pending). A child
     still alive `grace_period` + 10 s after the first stop is killed.
+
+    Args:
+        target: where the Queue is, "module:attribute" (as `aiopgq worker TARGET`).
+        processes: how many children, an int >= 1 or "auto" (default: one per CPU this
+            process may use).
+        args: `aiopgq worker` options for every child (default none).
+        grace_period: seconds a child has to stop gracefully; it is killed 10 s later
+            (default 30; pass the children's own `--grace-period` too).
+        burst: True: each child stops once it finds no runnable job (default False).
+        env: the children's environment (default None: this process's).
+        dsn: the database's URL, passed to the children as --dsn would be (default None).
+        listen_dsn: the LISTEN connections' direct address, as --listen-dsn (default None).
+
+    Raises:
+        ConfigurationError: `processes` is not an int >= 1 or "auto".
     """
 
     def __init__(
@@ -164,6 +179,9 @@ class WorkerProcesses:
 
         Returns 0 when every child ended cleanly, 2 when a child refused its command line
         (nothing is restarted then), 130 after an abort, 1 otherwise.
+
+        Returns:
+            The exit code: 0, 1, 2 or 130, as above.
         """
         shown = redact(" ".join(self.command[2:]))  # args may carry a URL the caller wrote
         logger.info("starting %d worker processes: %s", self.count, shown)
@@ -318,6 +336,20 @@ def run_workers(
 
     `options` are the worker's (concurrency, queues, listen_dsn, ...); each process is
     `python -m aiopgq worker target ...`. Call it from the main thread.
+
+    Args:
+        target: where the Queue is, "module:attribute".
+        processes: how many processes, an int >= 1 or "auto" (default: one per CPU).
+        burst: True: each process stops once it finds no runnable job (default False).
+        **options: the Worker's keyword arguments (durations in seconds or timedeltas),
+            and `dsn`, `listen_dsn`, passed to the processes in their environment.
+
+    Returns:
+        The exit code, as `WorkerProcesses.run` returns it.
+
+    Raises:
+        ConfigurationError: an unknown option, a bad `processes`, or a `target` that is
+            not "module:attribute", cannot be imported or is not an aiopgq.Queue.
     """
     args = worker_args(options)  # bad options fail before anything is imported
     count = process_count(processes)

@@ -70,6 +70,50 @@ class Worker:
     Finished rows are pruned by age and status: done rows after `retention` (1 day),
     failed rows after `failed_retention` and cancelled rows after
     `cancelled_retention` (7 days each). Seconds or a timedelta; None keeps them.
+
+    Every duration below is seconds (a number >= 0) or a timedelta.
+
+    Args:
+        queue: the Queue whose tasks it runs.
+        queues: the queues it claims from (default None: every queue of the tasks).
+        concurrency: the most jobs it runs at once, and the largest batch it claims
+            (default 10).
+        poll_interval: how long it sleeps when no NOTIFY wakes it (default 2).
+        recheck_interval: after a short, non-empty batch, how soon it looks again before
+            sleeping (default 0.003).
+        listen: True (default): LISTEN for new jobs; False: poll only.
+        listen_dsn: a direct address for the LISTEN connection, e.g. behind pgbouncer
+            (default None: the queue's database).
+        heartbeat_interval: how often it extends its jobs' leases (default 5).
+        visibility_timeout: how long a lease lasts without a heartbeat, at least twice
+            `heartbeat_interval` (default 30).
+        grace_period: how long running jobs may finish after `stop()` (default 30).
+        completion_batch_size: outcomes written at once past this many (default 1000).
+        completion_interval: the longest an outcome waits to be written (default 0.01).
+        maintenance_interval: how often it rescues, prunes and archives (default 5).
+        retention: how long done rows are kept (default one day; None: forever).
+        failed_retention: how long failed rows are kept (default 7 days; None: forever).
+        cancelled_retention: how long cancelled rows are kept (default 7 days; None:
+            forever).
+        hold_transaction: True: claim and complete each batch in one held transaction
+            (default False; no `ctx.transaction()` then).
+        blocked_loop_warning: warn when a handler blocks the event loop this long
+            (default 1; None: never).
+        connect_timeout: how long `run()` retries an unreachable database at start
+            (default 30).
+        periodic: True (default): enqueue the ticks of the periodic tasks of its queues.
+        name: the start of its id, which jobs it runs show as `locked_by` (default None:
+            the host name).
+        metrics_port: serve Prometheus /metrics on this TCP port (default None: no
+            server; 0: a free port).
+        metrics_host: the address /metrics listens on (default "127.0.0.1").
+        metrics_registry: the prometheus_client registry /metrics serves (default None:
+            the default registry).
+
+    Raises:
+        ConfigurationError: no queues, an option out of its range (named), or
+            `metrics_port` without prometheus-client installed.
+        ValueError: a bad queue name.
     """
 
     def __init__(
@@ -177,7 +221,15 @@ class Worker:
             self._fetcher.stop()
 
     async def run(self, *, burst: bool = False) -> None:
-        """Run until cancelled or stop(); with burst=True, until no runnable job is left."""
+        """Run until cancelled or stop(); with burst=True, until no runnable job is left.
+
+        Args:
+            burst: True: return once no runnable job is left (default False).
+
+        Raises:
+            CannotConnect: the database could not be reached within `connect_timeout`.
+            SchemaError: the schema is missing or is not this aiopgq's version.
+        """
         await self._run(burst=burst)
 
     async def _run(
