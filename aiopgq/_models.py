@@ -427,8 +427,9 @@ def job_from_claimed_row(
     values["priority"] = priority
     values["attempts"] = attempts
     values["max_attempts"] = max_attempts
-    values["run_at"] = _instant(run_at, instants)
-    values["created_at"] = _instant(created_at, instants)
+    # Jobs enqueued together share their instants: a lookup, not a call, for most.
+    values["run_at"] = instants.get(run_at) or _instant(run_at, instants)
+    values["created_at"] = instants.get(created_at) or _instant(created_at, instants)
     return job_of(values), payload
 
 

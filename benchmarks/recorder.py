@@ -2,7 +2,8 @@
 
 Payload keys decide what is recorded:
 - `seq`: the handler start time goes into the shared `SeqClock` (latency workloads);
-- `sleep`: sleep that long, counting concurrently running handlers (RSS test).
+- `sleep`: sleep that long, counting concurrently running handlers (RSS test);
+- `batch`: one call stands for that many jobs (the bare loop's strict drain).
 Every call is counted, so the harness can check each job ran exactly once.
 """
 
@@ -31,7 +32,7 @@ class Recorder:
         now = time.time()
         if not self.handled:
             self.first_start = now
-        self.handled += 1
+        self.handled += payload.get("batch", 1)
         self.last_start = now
         seq = payload.get("seq")
         if seq is not None and self.clock is not None:

@@ -157,8 +157,17 @@ async def _apply_functions(conn: Connection, schema: str, *, every: bool) -> Non
 
 
 async def check_version(conn: Connection, schema: str) -> None:
-    """Raise SchemaError unless the database schema is exactly what this code needs."""
-    current = await database_version(conn, schema)
+    """Raise SchemaError unless the database schema is exactly what this code needs.
+
+    `conn` is outside a transaction: the version is read in one statement (every worker
+    start and CLI command asks), and a schema not there shows as the error it raises.
+    """
+    try:
+        current: int | None = await conn.fetchval(
+            f"SELECT max(version) FROM {quote_identifier(schema)}.schema_version"
+        )
+    except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+        current = None
     needed = code_version()
     if current is None:
         raise SchemaError(

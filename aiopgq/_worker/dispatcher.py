@@ -249,28 +249,35 @@ class Dispatcher:
     ) -> None:
         task = self._tasks.get(job.task)
         try:
-            if task is None:
-                fail_now(job, unknown_task_message(job, self._tasks), sink)
-                return
-            try:
-                payload = decode_payload(payload_text)
-                if not isinstance(payload, dict):
-                    raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
-                task.check_keywords(payload)
-                arguments = payload
-            except (TypeError, ValueError) as exc:  # decode_payload: ValueError for any JSON
-                # A payload cannot become valid: failed at once, not retried.
-                message = (
-                    f"job {job.id} of task {job.task} cannot run: its payload does not match "
-                    f"the task's arguments ({exc}); fix the producer and enqueue it again"
-                )
-                fail_now(job, message, sink)
-                return
-            if handlers is None:
-                await self._call(task, job, arguments, sink)
-            else:
+            arguments = _arguments(task, job, payload_text, self._tasks, sink)
+            if task is None or arguments is None:
+                return  # failed at once: it can never run
+            if handlers is not None:
                 await handlers.call(self, task, job, arguments, sink, checkpoint)
-        except Exception as exc:  # a bug of ours: _call reports the job's own exceptions
+                return
+            # The plain call, written out here: one coroutine per job, not two.
+            object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
+            token = _current_job.set(job)
+            try:
+                if task.timeout is None and task.is_async:  # the common case
+                    result = await task.fn(**arguments)
+                else:
+                    result = await _invoke(task, arguments)
+            except asyncio.CancelledError:
+                if self.stopped(task, job, sink):
+                    raise
+            except BaseException as exc:
+                report_failure(task, job, exc, sink)
+            else:
+                try:
+                    result_text = encode_result(result)
+                except (TypeError, ValueError) as exc:
+                    fail_now(job, unstorable_result(task, result, exc), sink)
+                else:
+                    sink.done(job, result_text)
+            finally:
+                _current_job.reset(token)
+        except Exception as exc:  # a bug of ours: the job's own exceptions are reported
             internal_error(task, job, exc, sink)
         finally:
             mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
@@ -316,37 +323,46 @@ class Dispatcher:
                 extra=extra,
             )
 
-    async def _call(self, task: TaskSpec, job: Job, arguments: dict[str, Any], sink: Sink) -> None:
-        object.__setattr__(job, "payload", arguments)  # built by us, not yet shared
-        token = _current_job.set(job)
-        try:
-            if task.timeout is None:  # the common case: no cancel scope to set up
-                if task.is_async:  # awaited here: a coroutine frame less per job
-                    result = await task.fn(**arguments)
-                else:
-                    result = await _invoke(task, arguments)
-            else:
-                with anyio.move_on_after(task.timeout) as deadline:
-                    result = await _invoke(task, arguments)
-                if deadline.cancelled_caught:
-                    raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
-        except asyncio.CancelledError:
-            if self.stopped(task, job, sink):
-                raise
-        except BaseException as exc:
-            report_failure(task, job, exc, sink)
-        else:
-            try:
-                result_text = encode_result(result)
-            except (TypeError, ValueError) as exc:
-                fail_now(job, unstorable_result(task, result, exc), sink)
-                return
-            sink.done(job, result_text)
-        finally:
-            _current_job.reset(token)
+
+def _arguments(
+    task: TaskSpec | None,
+    job: Job,
+    payload_text: str,
+    tasks: Mapping[str, TaskSpec],
+    sink: Sink,
+) -> dict[str, Any] | None:
+    """The job's keyword arguments; None when it can never run (reported failed)."""
+    if task is None:
+        fail_now(job, unknown_task_message(job, tasks), sink)
+        return None
+    try:
+        payload = decode_payload(payload_text)
+        if not isinstance(payload, dict):
+            raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
+        task.check_keywords(payload)
+    except (TypeError, ValueError) as exc:  # decode_payload: ValueError for any JSON
+        # A payload cannot become valid: failed at once, not retried.
+        message = (
+            f"job {job.id} of task {job.task} cannot run: its payload does not match "
+            f"the task's arguments ({exc}); fix the producer and enqueue it again"
+        )
+        fail_now(job, message, sink)
+        return None
+    return payload
 
 
 async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
+    """Call a sync task in a thread, or any task under its timeout."""
+    if task.timeout is not None:
+        with anyio.move_on_after(task.timeout) as deadline:
+            result = await _call_fn(task, arguments)
+        if deadline.cancelled_caught:
+            raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
+        return result
+    return await _call_fn(task, arguments)
+
+
+async def _call_fn(task: TaskSpec, arguments: dict[str, Any]) -> Any:
     if task.is_async:
         return await task.fn(**arguments)
     call = functools.partial(task.fn, **arguments)

@@ -94,8 +94,9 @@ class Pauses:
         self._set(paused)
 
     async def _read(self, conn: Connection) -> tuple[frozenset[str], frozenset[str]]:
-        paused = await conn.fetchval(self._sql.paused_queues, self._queues)
-        limited = await conn.fetchval(self._sql.limited_queues, self._queues)
+        row = await conn.fetchrow(self._sql.queue_sets, self._queues)
+        assert row is not None  # an aggregate without GROUP BY: always one row
+        paused, limited = row
         return frozenset(paused), frozenset(limited).union(self.key_limits)
 
     async def run(self, pool: asyncpg.Pool) -> None:

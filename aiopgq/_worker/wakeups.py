@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import anyio
@@ -21,6 +21,9 @@ class Wakeups:
         self._queues = list(queues)
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # a slot or a completion backlog freed up
+        # A job finished or outcomes were committed: there may be room to fetch. The
+        # event's own set(), bound here: the dispatcher calls it once per job.
+        self.progress: Callable[[], None] = self._progress.set
         self._next_run_at: float | None = None
         self._to_drain: set[str] = set()  # queues NOTIFYed since the last skipper drain
 
@@ -39,10 +42,6 @@ class Wakeups:
         """LISTEN (re)connected: notifications may have been missed meanwhile."""
         self._to_drain.update(self._queues)
         self._wake.set()
-
-    def progress(self) -> None:
-        """A job finished or outcomes were committed: there may be room to fetch."""
-        self._progress.set()
 
     def retry_scheduled(self, when: datetime) -> None:
         """A job of ours was put back to run at `when`: wake up by then at the latest."""

@@ -53,6 +53,7 @@ from .scheduler import Scheduler
 from .shutdown import fetch_until_stopped
 from .stops import StopRequests
 from .wakeups import Wakeups
+from .warm import warm_up
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -170,8 +171,7 @@ class Worker:
         self.maintenance_interval = (
             options.seconds(maintenance_interval, "maintenance_interval") or 0.1
         )
-        # Seconds each finished status is kept (None: forever); done rows are the bulk,
-        # failed and cancelled rows carry the reason someone will look for.
+        # Seconds kept per finished status (None: forever): failed/cancelled rows hold reasons.
         self.retention = options.seconds(retention, "retention", allow_none=True)
         self.failed_retention = options.seconds(
             failed_retention, "failed_retention", allow_none=True
@@ -185,8 +185,7 @@ class Worker:
         )
         self.connect_timeout = options.seconds(connect_timeout, "connect_timeout") or 0.0
         self.metrics_port = options.metrics_port(metrics_port)
-        self.metrics_host = metrics_host
-        self._metrics_registry = metrics_registry
+        self.metrics_host, self._metrics_registry = metrics_host, metrics_registry
         self.periodic = periodic  # tick the schedules of periodic tasks of our queues
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: FetchLoop | None = None
@@ -195,6 +194,7 @@ class Worker:
         self._stop_requested = False
         self._background: TaskGroup | None = None
         self.serving_metrics_port: int | None = None  # where /metrics listens, once it does
+        warm_up()  # now, not in the first claims
 
     def __repr__(self) -> str:
         return f"<Worker {self.id} queues={self.queues} concurrency={self.concurrency}>"

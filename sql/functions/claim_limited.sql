@@ -7,7 +7,7 @@
 --
 -- Queues without limits pay nothing: workers claim them with the plain statements
 -- (sql/claim/dequeue.sql), which never read the queues table. A worker reads which of
--- its queues have limits (sql/claim/limited_queues.sql) and claims those through
+-- its queues have limits (sql/claim/queue_sets.sql) and claims those through
 -- claim_limited() (sql/claim/dequeue_limited.sql).
 --
 -- Why a function, and why a lock: a limit is a count of running jobs, and two claims
