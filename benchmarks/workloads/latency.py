@@ -65,12 +65,13 @@ async def run(bench: Bench) -> Results:
     budget = len(opts.latency_rates) * (opts.latency_seconds + 5) + 60
     for round_no in range(opts.rounds):
         for name in bench.order(round_no):
-            await bench.fresh(name)
-            config = latency_config(bench, name)
-            async with ServeSession(bench, name, config, capacity, budget) as session:
-                for rate in opts.latency_rates:
-                    out = await session.run_phase(rate, opts.latency_seconds)
-                    record(res, name, round_no, out)
+            if opts.latency_rates:
+                await bench.fresh(name)
+                config = latency_config(bench, name)
+                async with ServeSession(bench, name, config, capacity, budget) as session:
+                    for rate in opts.latency_rates:
+                        out = await session.run_phase(rate, opts.latency_seconds)
+                        record(res, name, round_no, out)
             if young:
                 await run_young(bench, res, name, round_no)
     if opts.latency_rates:
