@@ -60,7 +60,9 @@ async def run(bench: Bench) -> Results:
             res.headline += [f"{young_label(opts, window)} {pct}" for pct in ("p50", "p99")]
     for name in bench.systems:
         desc = bench.systems[name].describe(latency_config(bench, name))
-        res.configs[name] = f"1 worker process, {desc}"
+        res.configs[name] = f"1 worker process, {desc}" + (
+            f"; young worker: {opts.young_concurrency} slots" if young else ""
+        )
     capacity = int(sum(opts.latency_rates) * opts.latency_seconds * 1.1) + 100
     budget = len(opts.latency_rates) * (opts.latency_seconds + 5) + 60
     for round_no in range(opts.rounds):
