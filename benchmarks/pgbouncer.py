@@ -17,9 +17,10 @@ pending or running. The arms differ only in the worker's --dsn:
   (--max-prepared-statements) and the cache stays on.
 
 Every arm LISTENs on a direct connection (--listen-dsn), as docs/scaling.md advises.
-Rounds are interleaved, their order rotating; the table shows medians and ratios to
-`direct`. It also times what the pooler check costs a direct connection: a connect and
-its first query with and without it, and the check alone on an open connection.
+Rounds are interleaved, their order rotating; the table shows medians, their ratio to
+`direct`, and the median of each round's ratio (steadier on a shared host). It also times
+what the pooler check costs a direct connection: a connect and its first query with and
+without it, and the check alone on an open connection.
 
 The server comes from --dsn, else AIOPGQ_DSN, else DATABASE_URL, else
 postgresql://postgres@127.0.0.1:5432/test; the script creates the database
@@ -326,6 +327,8 @@ def summarise(
     for arm in arms:
         runs = rates[arm.label]
         median = statistics.median(runs)
+        # The load of a shared host drifts between rounds: a round's arms ran back to back.
+        paired = statistics.median(a / d for a, d in zip(runs, rates["direct"], strict=True))
         rows.append(
             {
                 "arm": arm.label,
@@ -336,6 +339,7 @@ def summarise(
                 "jobs_per_s": median,
                 "spread": (max(runs) - min(runs)) / 2,
                 "ratio_to_direct": median / base,
+                "ratio_in_round": paired,
                 "rounds": runs,
             }
         )
@@ -343,12 +347,14 @@ def summarise(
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'arm':<18} {'jobs/s (median)':>18} {'/direct':>8}  statement cache")
+    print(f"\n{'arm':<18} {'jobs/s (median)':>18} {'/direct':>8} {'in round':>9}  statement cache")
     for row in rows:
         rate = f"{row['jobs_per_s']:,.0f} ± {row['spread']:,.0f}"
         print(
-            f"{row['arm']:<18} {rate:>18} {row['ratio_to_direct']:>8.2f}  {row['statement_cache']}"
+            f"{row['arm']:<18} {rate:>18} {row['ratio_to_direct']:>8.2f} "
+            f"{row['ratio_in_round']:>9.2f}  {row['statement_cache']}"
         )
+    print("(/direct: of the medians; in round: median of each round's ratio)")
 
 
 def write(
