@@ -47,9 +47,15 @@ async def behind_pooler(conn: asyncpg.Connection, *, timeout: float | None = Non
     """True when another process than the one `conn` reported at login serves it: a pooler
     is in between. No prepared statement is made (one would stay behind on a server
     connection that the pooler shares)."""
-    pid = int(conn.get_server_pid())
-    status = await conn.execute(f"SELECT 1 WHERE pg_backend_pid() = {pid}", timeout=timeout)
+    status = await conn.execute(same_process_query(conn.get_server_pid()), timeout=timeout)
     return status != "SELECT 1"
+
+
+def same_process_query(pid: int) -> str:
+    """A statement that returns one row when the process serving it is `pid`, the one the
+    connection reported at login, and none behind a pooler. Without parameters, so that
+    it runs unprepared (asyncpg: simple protocol; psycopg: its first run of a text)."""
+    return f"SELECT 1 WHERE pg_backend_pid() = {int(pid)}"
 
 
 async def keeps_prepared_statements(

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from aiopgq import JobStatus, Queue, Retry
+from aiopgq import JobStatus, Queue, Retry, SyncQueue
 from aiopgq._db.pooler import behind_pooler, keeps_prepared_statements
 
 from ..support.bouncer import Bouncer, start_pgbouncer
@@ -253,6 +253,28 @@ async def test_a_producer_and_a_worker_given_only_pgbouncers_address(
     noticed = [r for r in caplog.records if NOTICED in r.getMessage()]
     assert len(noticed) == 1, [r.getMessage() for r in noticed]  # once per process and address
     assert "statement_cache_size" in noticed[0].getMessage()
+
+
+async def test_sync_producers_given_only_pgbouncers_address(
+    bouncer: Bouncer, schema: str, conn: asyncpg.Connection
+) -> None:
+    """SyncQueue (psycopg) prepares a statement it ran 5 times on a connection: behind
+    pgbouncer 1.18 the next run would find it missing, or find another client's under
+    its name ("prepared statement _pg3_0 already exists"). It notices the pooler too."""
+    await bouncer_queue(bouncer, schema)
+
+    def produce() -> None:
+        producers = [SyncQueue(bouncer.dsn, schema=schema) for _ in range(3)]
+        try:
+            for n in range(20):
+                for producer in producers:
+                    producer.enqueue("note", {"n": n})
+        finally:
+            for producer in producers:
+                producer.close()
+
+    await asyncio.to_thread(produce)
+    assert await conn.fetchval(f'SELECT count(*) FROM "{schema}".jobs') == 60
 
 
 async def test_an_explicit_statement_cache_size_wins(
