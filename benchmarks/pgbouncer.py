@@ -17,6 +17,8 @@ pending or running. The arms differ only in the worker's --dsn:
   (--max-prepared-statements) and the cache stays on.
 
 Every arm LISTENs on a direct connection (--listen-dsn), as docs/scaling.md advises.
+After each drain a producer at the arm's address times --enqueues single enqueues, one
+statement each (no worker running), where a round trip weighs more than in a drain.
 Rounds are interleaved, their order rotating; the table shows medians, their ratio to
 `direct`, and the median of each round's ratio (steadier on a shared host). It also times
 what the pooler check costs a direct connection: a connect and its first query with and
@@ -87,8 +89,16 @@ class Bouncer:
 class Arm:
     label: str
     dsn: str
-    args: list[str]
+    cache_size: int | None = None  # an explicit statement_cache_size, else found out
     bouncer: Bouncer | None = None
+
+    @property
+    def connect_kwargs(self) -> dict[str, int]:
+        return {} if self.cache_size is None else {"statement_cache_size": self.cache_size}
+
+    @property
+    def args(self) -> list[str]:
+        return [] if self.cache_size is None else ["--statement-cache-size", str(self.cache_size)]
 
 
 def options() -> argparse.Namespace:
@@ -115,6 +125,9 @@ def options() -> argparse.Namespace:
     )
     parser.add_argument(
         "--connects", type=int, default=200, help="connections timed per kind (200)"
+    )
+    parser.add_argument(
+        "--enqueues", type=int, default=2000, help="single enqueues timed per arm (2000)"
     )
     parser.add_argument("--keep-db", action="store_true", help="keep the database")
     return parser.parse_args()
@@ -143,15 +156,15 @@ async def measure(opts: argparse.Namespace) -> int:
                     for i, b in enumerate(binaries)
                 ]
                 arms = [
-                    Arm("direct", dsn, []),
-                    Arm("direct, cache 0", dsn, ["--statement-cache-size", "0"]),
+                    Arm("direct", dsn),
+                    Arm("direct, cache 0", dsn, cache_size=0),
                 ]
-                arms += [Arm(f"pgbouncer {b.version}", b.dsn, [], b) for b in bouncers]
+                arms += [Arm(f"pgbouncer {b.version}", b.dsn, bouncer=b) for b in bouncers]
                 caches = {arm.label: await cache_verdict(arm) for arm in arms}
                 connects = await connect_costs(dsn, opts.connects)
                 print_connects(connects)
-                rates = await drains(direct, dsn, arms, opts)
-        rows = summarise(arms, rates, caches)
+                figures = await rounds(direct, dsn, arms, opts)
+        rows = summarise(arms, figures, caches)
         print_table(rows)
         print("load average (1, 5, 15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
         write(rows, connects, info.to_json(), opts)
@@ -161,22 +174,41 @@ async def measure(opts: argparse.Namespace) -> int:
     return 0
 
 
-async def drains(
+async def rounds(
     direct: Queue, dsn: str, arms: list[Arm], opts: argparse.Namespace
-) -> dict[str, list[float]]:
-    rates: dict[str, list[float]] = {arm.label: [] for arm in arms}
+) -> dict[str, dict[str, list[float]]]:
+    """Per arm, per metric ("drain" in jobs/s, "enqueue" in enqueues/s), one figure a round."""
+    figures: dict[str, dict[str, list[float]]] = {
+        arm.label: {"drain": [], "enqueue": []} for arm in arms
+    }
     async with direct:
         for round_no in range(opts.rounds):
             shift = round_no % len(arms)
             for arm in arms[shift:] + arms[:shift]:  # interleaved, rotating order
                 rate, bouncer_cores = await drain(direct, dsn, arm, opts)
-                rates[arm.label].append(rate)
+                enqueues = await enqueue_rate(arm, opts.enqueues)
+                figures[arm.label]["drain"].append(rate)
+                figures[arm.label]["enqueue"].append(enqueues)
                 extra = f", pgbouncer {bouncer_cores:.2f} cores" if arm.bouncer else ""
                 print(
-                    f"round {round_no + 1} {arm.label:>18}: {rate:9,.0f} jobs/s{extra}",
+                    f"round {round_no + 1} {arm.label:>18}: {rate:9,.0f} jobs/s{extra}; "
+                    f"{enqueues:6,.0f} single enqueues/s",
                     flush=True,
                 )
-    return rates
+    return figures
+
+
+async def enqueue_rate(arm: Arm, count: int) -> float:
+    """Single enqueues one after the other from a producer at the arm's address: one
+    statement each, so the cost of a round trip shows more than in the drain."""
+    producer = Queue(arm.dsn, schema=SCHEMA, connect_kwargs=arm.connect_kwargs)
+    async with producer:
+        for n in range(20):  # the pool's connection, its types and statements
+            await producer.enqueue("bench.noop", {"n": n})
+        started = time.monotonic()
+        for n in range(count):
+            await producer.enqueue("bench.noop", {"n": n})
+        return count / (time.monotonic() - started)
 
 
 async def drain(direct: Queue, dsn: str, arm: Arm, opts: argparse.Namespace) -> tuple[float, float]:
@@ -320,41 +352,47 @@ def print_connects(c: dict[str, float]) -> None:
 
 
 def summarise(
-    arms: list[Arm], rates: dict[str, list[float]], caches: dict[str, str]
+    arms: list[Arm], figures: dict[str, dict[str, list[float]]], caches: dict[str, str]
 ) -> list[dict[str, Any]]:
-    base = statistics.median(rates["direct"])
     rows = []
     for arm in arms:
-        runs = rates[arm.label]
-        median = statistics.median(runs)
-        # The load of a shared host drifts between rounds: a round's arms ran back to back.
-        paired = statistics.median(a / d for a, d in zip(runs, rates["direct"], strict=True))
-        rows.append(
-            {
-                "arm": arm.label,
-                "statement_cache": caches[arm.label],
-                "max_prepared_statements": arm.bouncer.max_prepared_statements
-                if arm.bouncer
-                else None,
-                "jobs_per_s": median,
+        bouncer = arm.bouncer
+        row: dict[str, Any] = {
+            "arm": arm.label,
+            "statement_cache": caches[arm.label],
+            "max_prepared_statements": bouncer.max_prepared_statements if bouncer else None,
+        }
+        for metric, runs in figures[arm.label].items():
+            base = figures["direct"][metric]
+            median = statistics.median(runs)
+            row[metric] = {
+                "per_s": median,
                 "spread": (max(runs) - min(runs)) / 2,
-                "ratio_to_direct": median / base,
-                "ratio_in_round": paired,
+                "ratio_to_direct": median / statistics.median(base),
+                # The load of a shared host drifts; a round's arms ran back to back.
+                "ratio_in_round": statistics.median(a / d for a, d in zip(runs, base, strict=True)),
                 "rounds": runs,
             }
-        )
+        rows.append(row)
     return rows
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'arm':<18} {'jobs/s (median)':>18} {'/direct':>8} {'in round':>9}  statement cache")
+    print(
+        f"\n{'arm':<18} {'drain jobs/s':>16} {'/direct':>7} {'in round':>8} "
+        f"{'enqueues/s':>12} {'/direct':>7} {'in round':>8}  statement cache"
+    )
     for row in rows:
-        rate = f"{row['jobs_per_s']:,.0f} ± {row['spread']:,.0f}"
-        print(
-            f"{row['arm']:<18} {rate:>18} {row['ratio_to_direct']:>8.2f} "
-            f"{row['ratio_in_round']:>9.2f}  {row['statement_cache']}"
-        )
-    print("(/direct: of the medians; in round: median of each round's ratio)")
+        cells = []
+        for metric, width in (("drain", 16), ("enqueue", 12)):
+            m = row[metric]
+            rate = f"{m['per_s']:,.0f} ± {m['spread']:,.0f}"
+            cells.append(
+                f"{rate:>{width}} {m['ratio_to_direct']:>7.2f} {m['ratio_in_round']:>8.2f}"
+            )
+        print(f"{row['arm']:<18} {' '.join(cells)}  {row['statement_cache']}")
+    print("(medians ± half the spread; /direct: of the medians; in round: median of each")
+    print(" round's ratio)")
 
 
 def write(
