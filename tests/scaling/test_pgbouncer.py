@@ -227,7 +227,7 @@ async def test_a_producer_and_a_worker_given_only_pgbouncers_address(
     consumer = Queue(bouncer.dsn, schema=schema)
     runs: dict[int, int] = {}
 
-    @consumer.task(name="count")
+    @consumer.task(name="count", retry=Retry(base=0.1, factor=1, jitter=0))
     async def count(n: int) -> int:
         runs[n] = runs.get(n, 0) + 1
         if n % 50 == 0 and runs[n] == 1:
