@@ -21,8 +21,8 @@ After each drain a producer at the arm's address times --enqueues single enqueue
 statement each (no worker running), where a round trip weighs more than in a drain.
 Rounds are interleaved, their order rotating; the table shows medians, their ratio to
 `direct`, and the median of each round's ratio (steadier on a shared host). It also times
-what the pooler check costs a direct connection: a connect and its first query with and
-without it, and the check alone on an open connection.
+what the pooler check costs a direct connection: opening a Queue of one connection and
+its first query with and without it, and the check's statement alone.
 
 The server comes from --dsn, else AIOPGQ_DSN, else DATABASE_URL, else
 postgresql://postgres@127.0.0.1:5432/test; the script creates the database
@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -56,7 +57,6 @@ import asyncpg
 import psutil
 
 from aiopgq import Queue
-from aiopgq._db.pooler import PoolerAwareConnect, behind_pooler, keeps_prepared_statements
 from benchmarks.database import create_database, drop_database, server_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -298,40 +298,62 @@ def _check_alive(worker: subprocess.Popen[bytes], log: Path) -> None:
         raise SystemExit(f"the worker exited ({worker.returncode}):\n{output}")
 
 
+class _Said(logging.Handler):
+    """What aiopgq's queue logger says, kept."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 async def cache_verdict(arm: Arm) -> str:
-    """What a worker's connection finds at the arm's address (the statement cache follows)."""
-    if arm.args:
-        return "off (--statement-cache-size 0)"
-    conn = await asyncpg.connect(arm.dsn, statement_cache_size=0)
+    """What a Queue at the arm's address finds when its pool connects (its DEBUG lines
+    say it; the statement cache follows)."""
+    if arm.cache_size is not None:
+        return f"explicit (statement_cache_size={arm.cache_size})"
+    said = _Said()
+    queue_logger = logging.getLogger("aiopgq.queue")
+    level = queue_logger.level
+    queue_logger.addHandler(said)
+    queue_logger.setLevel(logging.DEBUG)
     try:
-        if not await behind_pooler(conn):
-            return "on (direct)"
-        if await keeps_prepared_statements(conn):
-            return "on (the pooler keeps prepared statements)"
-        return "off (the pooler loses prepared statements)"
+        async with Queue(arm.dsn, schema=SCHEMA, max_pool_size=1) as probe:
+            await probe.pool.fetchval("SELECT 1")
     finally:
-        await conn.close()
+        queue_logger.removeHandler(said)
+        queue_logger.setLevel(level)
+    text = " ".join(said.messages)
+    if "loses prepared statements" in text:
+        return "off (found a pooler that loses prepared statements)"
+    if "keeps prepared statements" in text:
+        return "on (found a pooler that keeps prepared statements)"
+    return "on (found direct)"
 
 
 async def connect_costs(dsn: str, count: int) -> dict[str, float]:
-    """Median ms of a direct connect and its first query, without and with the pooler check,
-    in turns; median µs of the check alone on an open connection."""
-    kinds: dict[str, Any] = {"plain": asyncpg.connect, "checked": None}
+    """Median ms of opening a one-connection Queue and its first query, without the pooler
+    check (an explicit statement_cache_size skips it) and with it, in turns; median µs of
+    the check's statement alone on an open connection."""
+    kinds = {"plain": {"statement_cache_size": 100}, "checked": {}}  # 100: asyncpg's default
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
     for turn in range(count):
         for kind in (("plain", "checked"), ("checked", "plain"))[turn % 2]:
-            connect = kinds[kind] or PoolerAwareConnect()
             started = time.perf_counter()
-            conn = await connect(dsn)
-            await conn.fetchval("SELECT count(*) FROM pg_class WHERE relname = $1", "jobs")
+            queue = Queue(dsn, schema=SCHEMA, max_pool_size=1, connect_kwargs=kinds[kind])
+            await queue.open()
+            await queue.pool.fetchval("SELECT count(*) FROM pg_class WHERE relname = $1", "jobs")
             times[kind].append(time.perf_counter() - started)
-            await conn.close()
+            await queue.close()
     conn = await asyncpg.connect(dsn)
     try:
         alone = []
+        check = f"SELECT 1 WHERE pg_backend_pid() = {conn.get_server_pid()}"  # aiopgq's
         for _ in range(count * 5):
             started = time.perf_counter()
-            await behind_pooler(conn)
+            await conn.execute(check)
             alone.append(time.perf_counter() - started)
     finally:
         await conn.close()
@@ -344,7 +366,7 @@ async def connect_costs(dsn: str, count: int) -> dict[str, float]:
 
 def print_connects(c: dict[str, float]) -> None:
     print(
-        f"direct connect and first query: {c['connect_and_first_query_ms']:.2f} ms, "
+        f"direct Queue.open() and first query: {c['connect_and_first_query_ms']:.2f} ms, "
         f"{c['with_check_ms']:.2f} ms with the pooler check (medians); the check alone on "
         f"an open connection {c['check_alone_us']:.0f} µs",
         flush=True,

@@ -127,8 +127,10 @@ async def _cache_survives(conn: asyncpg.Connection, timeout: float) -> bool:
     except asyncpg.PostgresError as exc:  # the safe side: no cache works through any pooler
         logger.debug("cannot tell whether the pooler keeps prepared statements (%s)", exc)
         return False
-    if keeps:
-        logger.debug("behind a pooler that keeps prepared statements: statement cache on")
+    logger.debug(
+        "behind a pooler that %s prepared statements: statement cache %s",
+        *(("keeps", "on") if keeps else ("loses", "off")),
+    )
     return keeps
 
 
