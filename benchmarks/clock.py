@@ -9,6 +9,7 @@ session can send, and only the pages touched are allocated.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import tempfile
@@ -73,6 +74,24 @@ class SeqClock:
             else:
                 hist.record_seconds(t_start - t_commit)
         return hist, committed, missing
+
+    def latencies_by_commit(
+        self, lo: int, hi: int, edges: list[float]
+    ) -> list[tuple[LatencyHistogram, int, int]]:
+        """`latencies` per window of commit time: jobs committed in [edges[i], edges[i+1])."""
+        windows = [(LatencyHistogram(), [0, 0]) for _ in edges[:-1]]
+        for seq in range(max(0, lo), min(hi, self.capacity)):
+            t_commit = self._view[seq]
+            if t_commit == 0.0 or not edges[0] <= t_commit < edges[-1]:
+                continue
+            hist, counts = windows[bisect.bisect_right(edges, t_commit) - 1]
+            counts[0] += 1
+            t_start = self._view[self.capacity + seq]
+            if t_start == 0.0:
+                counts[1] += 1
+            else:
+                hist.record_seconds(t_start - t_commit)
+        return [(hist, committed, missing) for hist, (committed, missing) in windows]
 
     def close(self) -> None:
         self._view.release()

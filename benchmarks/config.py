@@ -49,6 +49,11 @@ class Options:
     # latency
     latency_rates: list[float] = field(default_factory=lambda: [20.0, 500.0])
     latency_seconds: float = 3.0
+    # latency, young worker: a worker started into a steady stream
+    young_rate: float = 200.0
+    young_seconds: float = 20.0
+    young_split: float = 10.0
+    young_concurrency: int = 32
     # enqueue
     enqueue_seconds: float = 1.5
     trigger_seconds: float = 1.0
@@ -82,6 +87,7 @@ class Options:
             "jobs": 10_000,
             "procrastinate_divisor": 10,
             "latency_seconds": 1.5,
+            "young_seconds": 12.0,
             "enqueue_seconds": 0.7,
             "trigger_seconds": 1.0,
             "backlog_jobs": 20_000,
@@ -165,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--procrastinate-concurrency", type=int, help="Procrastinate concurrency (default 10)")
     a("--latency-rates", type=_csv_floats, help="jobs/s for latency (default 20,500)")
     a("--latency-seconds", type=float, help="seconds per latency rate (default 3)")
+    a("--young-rate", type=float, help="jobs/s a young worker is started into (200; 0: skip)")
+    a("--young-seconds", type=float, help="seconds of the young-worker phase (default 20)")
+    a("--young-split", type=float, help="the young worker's first window, seconds (10)")
+    a("--young-concurrency", type=int, help="the young worker's concurrency (default 32)")
     a("--enqueue-seconds", type=float, help="seconds per enqueue cell (default 1.5)")
     a("--trigger-seconds", type=float, help="seconds per trigger on/off cell (default 1)")
     a("--backlog-jobs", type=int, help="pending rows for the backlog cells (default 100000)")

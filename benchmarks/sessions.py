@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from types import TracebackType
 
 from benchmarks import processes
@@ -55,6 +56,7 @@ class ServeSession:
         producer_connections: int = 8,
         max_inflight: int = 32,
         settle: float = 1.0,
+        hold_workers: bool = False,
     ) -> None:
         self.bench = bench
         self.name = name
@@ -66,6 +68,8 @@ class ServeSession:
         self.producer_connections = producer_connections
         self.max_inflight = max_inflight
         self.settle = settle
+        # Workers wait (ready: imported, pool open) for `run_young_phase` to start them.
+        self.hold_workers = hold_workers
         self.next_seq = 0
         self.clock: SeqClock | None = None
         self.group = ChildGroup()
@@ -98,12 +102,37 @@ class ServeSession:
             self.group.start_ready(f"{name}-worker", worker_spec, self.worker_processes),
             self.group.start_ready(f"{name}-producer", producer_spec, self.producer_processes),
         )
-        processes.go(self.workers)
         processes.go(self.producers)
+        if self.hold_workers:
+            return
+        processes.go(self.workers)
         await asyncio.sleep(1.0)  # LISTEN connections up, warm-up jobs done
 
     async def run_phase(self, rate: float, seconds: float) -> PhaseOutcome:
         assert self.clock is not None
+        lo = self._send_phase(rate, seconds)
+        return await self._phase_outcome(rate, seconds, lo)
+
+    async def run_young_phase(
+        self, rate: float, seconds: float, split: float
+    ) -> tuple[PhaseOutcome, PhaseOutcome]:
+        """Start the held workers and the phase at the same instant: the workers are born
+        into the stream. Outcomes of the jobs committed in the workers' first `split`
+        seconds, and of those committed after."""
+        assert self.clock is not None and self.hold_workers
+        t_go = time.time()
+        processes.go(self.workers)
+        lo = self._send_phase(rate, seconds)
+        whole = await self._phase_outcome(rate, seconds, lo)
+        edges = [t_go, t_go + split, t_go + seconds + 60]
+        first, rest = (
+            replace(whole, hist=hist, committed=committed, missing=missing)
+            for hist, committed, missing in self.clock.latencies_by_commit(lo, self.next_seq, edges)
+        )
+        return first, rest
+
+    def _send_phase(self, rate: float, seconds: float) -> int:
+        """Send each producer its share of a phase; the phase's first sequence number."""
         share = rate / len(self.producers)
         per_producer = max(1, int(share * seconds))
         lo = self.next_seq
@@ -111,6 +140,10 @@ class ServeSession:
             phase = {"rate": share, "seconds": seconds, "seq0": lo + i * per_producer}
             producer.send("run " + json.dumps(phase))
         self.next_seq = lo + per_producer * len(self.producers)
+        return lo
+
+    async def _phase_outcome(self, rate: float, seconds: float, lo: int) -> PhaseOutcome:
+        assert self.clock is not None
         done = await asyncio.gather(
             *(p.expect("phase_result", seconds + 60) for p in self.producers)
         )

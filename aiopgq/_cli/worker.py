@@ -135,8 +135,9 @@ def register(add: AddCommand) -> None:
         "--statement-cache-size",
         type=int,
         metavar="N",
-        help="asyncpg's prepared-statement cache; 0 through pgbouncer in transaction mode "
-        "before pgbouncer 1.21 or without its max_prepared_statements (default: asyncpg's, 100)",
+        help="asyncpg's prepared-statement cache (default: asyncpg's, 100, or 0 where a "
+        "connection finds a pooler that loses prepared statements: pgbouncer before 1.21 or "
+        "without max_prepared_statements)",
     )
     worker.add_argument(
         "--processes",

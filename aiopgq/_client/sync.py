@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._db.dsn import check_dsn, redact, resolve_dsn
+from .._db.pooler import same_process_query
 from .._db.statements import for_psycopg, render, statement_files, validate_identifier
 from .._enqueue_options import (
     SYNC_MANY_JOBS_OPTIONS,
@@ -364,12 +365,18 @@ class SyncQueue:
             conn: psycopg.Connection[Any] = driver.connect(
                 check_dsn(dsn), autocommit=True, **self._connect_kwargs
             )
-            return conn
         except driver.OperationalError as exc:
             raise ConfigurationError(
                 f"cannot connect to {redact(dsn)} ({redact(str(exc).strip())}): is the server "
                 "running, and the address right?"
             ) from None
+        # psycopg prepares a statement run 5 times on a connection; behind a pooler in
+        # transaction mode the next run may land where it is unknown (pooler.py).
+        if "prepare_threshold" not in self._connect_kwargs:
+            pid = conn.info.backend_pid
+            if conn.execute(same_process_query(pid)).fetchone() is None:
+                conn.prepare_threshold = None
+        return conn
 
     def _fetchone(
         self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]

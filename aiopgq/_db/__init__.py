@@ -1,4 +1,4 @@
-"""Database plumbing: statements, migrations, pool, DSN, transient errors.
+"""Database plumbing: statements, migrations, pool, DSN, poolers, transient errors.
 
 It imports nothing of the client (Queue, Task) or the worker runtime.
 """

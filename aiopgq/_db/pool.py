@@ -1,9 +1,11 @@
 """The connections a Queue makes: its pool (retried at start, no reset per release, no
-floor) and single connections (migrate), failing with CannotConnect naming the server."""
+floor) and single connections (migrate), failing with CannotConnect naming the server;
+both with asyncpg's statement cache fitted to a pooler in between (pooler.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -14,6 +16,7 @@ import asyncpg
 
 from .._errors import CannotConnect, cut
 from .dsn import DSN_CHARACTERS, redact
+from .pooler import PoolerAwareConnect
 from .transient import Backoff, describe, is_transient
 
 logger = logging.getLogger("aiopgq.queue")
@@ -55,7 +58,7 @@ async def create_pool(
 async def connect(dsn: str, connect_kwargs: Mapping[str, Any]) -> asyncpg.Connection:
     """One connection outside any pool; CannotConnect (no password) when it fails."""
     try:
-        return await asyncpg.connect(dsn, **connect_kwargs)
+        return await PoolerAwareConnect()(dsn, **connect_kwargs)
     except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
         raise connect_error(dsn, exc) from None
 
@@ -73,13 +76,15 @@ async def _open(
     dsn: str, sizes: tuple[int, int], connect_kwargs: Mapping[str, Any]
 ) -> asyncpg.Pool:
     min_size, max_size = sizes
+    # One per pool: what it learns of the address serves its later connections.
+    connect = functools.partial(_connect_to_the_end, PoolerAwareConnect())
     if _FLOOR_SEPARATE:
         return await asyncpg.create_pool(
             dsn,
             min_size=0,
             init_size=min_size,
             max_size=max_size,
-            connect=_connect_to_the_end,
+            connect=connect,
             reset=_keep_session,
             **connect_kwargs,
         )
@@ -87,14 +92,16 @@ async def _open(
         dsn,
         min_size=min_size,
         max_size=max_size,
-        connect=_connect_to_the_end,
+        connect=connect,
         reset=_keep_session,
         **connect_kwargs,
     )
 
 
-async def _connect_to_the_end(*args: Any, **kwargs: Any) -> asyncpg.Connection:
-    """asyncpg.connect for the pool, never interrupted half-way.
+async def _connect_to_the_end(
+    connect: PoolerAwareConnect, *args: Any, **kwargs: Any
+) -> asyncpg.Connection:
+    """`connect` for the pool, never interrupted half-way.
 
     asyncpg cancelled while it negotiates SSL (sslmode prefer, the default) leaves a
     future whose exception nobody retrieves, which asyncio reports as an error
@@ -103,7 +110,7 @@ async def _connect_to_the_end(*args: Any, **kwargs: Any) -> asyncpg.Connection:
     of it was connecting, did that. So the caller is cancelled at once as usual, and
     the connection attempt finishes on its own and is then closed.
     """
-    connecting = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
+    connecting = asyncio.ensure_future(connect(*args, **kwargs))
     try:
         return await asyncio.shield(connecting)
     except asyncio.CancelledError:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import asyncpg
 
 from .._db.connection import Connection, close_quietly
@@ -71,6 +72,7 @@ class Claims:
         self._claim = self._claim_completing = ""
         self._queues_arg: str | list[str] | None = None  # None: no plain queue is active
         self._conn: asyncpg.Connection[Any] | None = None
+        self._connecting = anyio.Lock()
         self._orphans_possible = False  # a claim failed: it may have committed unseen
         self._resuming = False  # the next claim is the first since the failure
         self.count = 0
@@ -188,16 +190,29 @@ class Claims:
     async def connection(self) -> asyncpg.Connection[Any]:
         """The fetcher's connection, made afresh if there is none or the server closed it."""
         conn = self._conn
-        if conn is None or conn.is_closed():
-            if conn is not None:
-                logger.info("fetch connection lost; reconnecting")
-            self._conn = None
-            conn = self._conn = await self._connect()
+        if conn is not None and not conn.is_closed():
+            return conn
+        async with self._connecting:  # one connection, though two callers may ask at once
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                if conn is not None:
+                    logger.info("fetch connection lost; reconnecting")
+                self._conn = None
+                conn = self._conn = await self._connect()
         return conn
+
+    async def connect_ahead(self) -> None:
+        """Make the connection while the worker starts, so that its first claim does
+        not wait for it. A failure is left to the fetcher, which retries and reports."""
+        try:
+            await self.connection()
+        except Exception as exc:
+            logger.debug("connecting ahead of the first claim failed (%s)", exc)
 
     async def drop_connection(self) -> None:
         """Close the connection (after a failure, or when stopping); the next claim
         connects afresh."""
-        conn, self._conn = self._conn, None
+        async with self._connecting:  # and the one being made, if any
+            conn, self._conn = self._conn, None
         if conn is not None:
             await close_quietly(conn)

@@ -11,6 +11,7 @@ import asyncpg
 
 from .._db.connection import close_quietly
 from .._db.outage import Outage
+from .._db.pooler import behind_pooler
 from .._db.statements import Statements, quote_identifier
 from .._db.transient import Backoff, describe, reconnect_delay
 from .control import Controls, is_control
@@ -159,8 +160,10 @@ class Listener:
 
     async def _check_direct(self, conn: asyncpg.Connection) -> None:
         """Notice a pooler between us and PostgreSQL: pgbouncer reports a backend pid
-        (the cancel key) of its own, not the pid of the server process."""
-        pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
+        (the cancel key) of its own, not the pid of the server process. (The question
+        is asked without a prepared statement, which could stay behind on a server
+        connection the pooler shares.)"""
+        pooled = await behind_pooler(conn)
         if pooled and not self.pooled:
             logger.warning(
                 "the LISTEN connection goes through a connection pooler (pgbouncer?): in "

@@ -240,7 +240,6 @@ class Worker:
         await queue.open(retry_for=self.connect_timeout)
         try:
             await queue.check_schema()
-            await register_tasks(queue.pool, queue.sql, queue.tasks, self.id)
             dsn, _ = queue.connect_args()
             outage = Outage(redact(dsn) if dsn else "")  # one account of database trouble
             presence = Presence(
@@ -252,7 +251,6 @@ class Worker:
                 heartbeat_interval=self.heartbeat_interval,
                 outage=outage,
             )
-            await presence.beat()  # listed from the start, not from the first heartbeat
             try:
                 await self._serve(
                     queue.pool, presence, outage, burst=burst, task_status=task_status
@@ -302,12 +300,10 @@ class Worker:
             return list(dispatcher.running) + completer.in_flight_ids()
 
         key_limits = declared_key_limits(self.queue.tasks.values(), self.queues)
-        await prepare_key_limits(pool, sql, key_limits, self.id)
         refresh = self.poll_interval / 2
         pauses = Pauses(
             sql, self.queues, wakeups, refresh_interval=refresh, outage=outage, declared=key_limits
         )
-        await pauses.refresh(pool)  # before the first claim
         fetch_connect = connector(self.queue, connection_name("fetcher", self.id))
         columns = {"traced": traced, "checkpoint": handlers is not None}  # claimed besides
         claims = Claims(
@@ -355,6 +351,14 @@ class Worker:
         )
 
         async with anyio.create_task_group() as services:
+            if listener is not None:  # connects while the start-up statements below run
+                services.start_soon(listener.run)
+                services.start_soon(controls.run, pool)
+            services.start_soon(claims.connect_ahead)  # the fetcher's connection likewise
+            await register_tasks(pool, sql, self.queue.tasks, self.id)
+            await presence.beat()  # listed from the start, not from the first heartbeat
+            await prepare_key_limits(pool, sql, key_limits, self.id)
+            await pauses.refresh(pool)  # before the first claim
             services.start_soon(completer.run)
             beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
             services.start_soon(run_heartbeat, *beat, leases, progress, presence, outage)
@@ -375,18 +379,13 @@ class Worker:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
             if listener is not None:
-                services.start_soon(controls.run, pool)
-                services.start_soon(listener.run)
-                # Report ready once listening, so a job enqueued right after
-                # `async with worker:` is woken by NOTIFY, not found by a poll.
+                # Ready once listening: a job enqueued just after is woken by NOTIFY.
                 with anyio.move_on_after(5):
                     await listener.connected.wait()
             task_status.started()
             try:
-                grace = self.grace_period
-                await fetch_until_stopped(
-                    fetcher, claims, dispatcher, grace_period=grace, burst=burst
-                )
+                grace, stopping = self.grace_period, (fetcher, claims, dispatcher)
+                await fetch_until_stopped(*stopping, grace_period=grace, burst=burst)
             finally:
                 # Also on cancellation: commit what finished, so it does not run again.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):

@@ -32,7 +32,11 @@ from aiopgq.embedded import start_persistent, start_throwaway
 
 REPO = Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
-ROOT_ONLY = pytest.mark.skipif(not IS_ROOT, reason="staging binaries happens only as root")
+ROOT_ONLY = pytest.mark.skipif(
+    not IS_ROOT,
+    reason="needs root (binaries are staged for the server's unprivileged account):"
+    " run pytest as root to include it",
+)
 
 
 # -- fixtures and helpers ------------------------------------------------------------------

@@ -136,8 +136,6 @@ async def test_eight_workers_of_concurrency_100_fit_max_connections_20_through_p
             str(concurrency),
             "--listen-dsn",
             direct,
-            "--statement-cache-size",
-            "0",
             "--poll-interval",
             "1",
         ]

@@ -1,9 +1,10 @@
 """Through pgbouncer in transaction mode: enqueue, claim, complete, heartbeats, maintenance.
 
-Workers and producers connect through pgbouncer (asyncpg's statement cache off: pgbouncer
-1.18 does not carry named prepared statements across transactions); LISTEN needs a direct
-connection (`listen_dsn`), or the worker polls. No session state may stay behind on
-pgbouncer's server connections, which other clients share.
+Workers and producers get only pgbouncer's address. pgbouncer 1.18 does not carry named
+prepared statements across transactions: aiopgq notices the pooler when it connects and
+turns asyncpg's statement cache off for it (an explicit `statement_cache_size` wins).
+LISTEN needs a direct connection (`listen_dsn`), or the worker polls. No session state may
+stay behind on pgbouncer's server connections, which other clients share.
 """
 
 from __future__ import annotations
@@ -11,21 +12,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
-from aiopgq import JobStatus, Queue, Retry
+from aiopgq import JobStatus, Queue, Retry, SyncQueue
+from aiopgq._db.pooler import behind_pooler, keeps_prepared_statements
 
-from ..support.bouncer import Bouncer
+from ..support.bouncer import Bouncer, start_pgbouncer
 from ..support.helpers import eventually
 
-THROUGH_BOUNCER = {"statement_cache_size": 0}
+NOTICED = "go through a connection pooler"  # the INFO that says the cache went off
 
 
-async def bouncer_queue(bouncer: Bouncer, schema: str) -> Queue:
-    queue = Queue(bouncer.dsn, schema=schema, connect_kwargs=THROUGH_BOUNCER)
+async def bouncer_queue(bouncer: Bouncer, schema: str, **kwargs: Any) -> Queue:
+    queue = Queue(bouncer.dsn, schema=schema, **kwargs)  # pgbouncer's address, nothing else
     await queue.migrate()  # the migrations too run through pgbouncer
     return queue
 
@@ -210,3 +213,104 @@ async def test_poll_only_through_pgbouncer_starts_jobs_within_the_poll_interval(
             await eventually(lambda n=n: n in started, within=5)
             latencies.append(started[n] - enqueued)
     assert max(latencies) < poll + 1.0, latencies
+
+
+async def test_a_producer_and_a_worker_given_only_pgbouncers_address(
+    bouncer: Bouncer, dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two Queues as two services would make them, each with pgbouncer's DSN and nothing
+    else: the producer's enqueues and the worker's claims, completions and retries all go
+    through pgbouncer 1.18, whose pooler each noticed (asyncpg's named statements would fail
+    there once several clients share its 4 server connections)."""
+    caplog.set_level(logging.INFO, logger="aiopgq.queue")
+    producer = await bouncer_queue(bouncer, schema)
+    consumer = Queue(bouncer.dsn, schema=schema)
+    runs: dict[int, int] = {}
+
+    @consumer.task(name="count", retry=Retry(base=0.1, factor=1, jitter=0))
+    async def count(n: int) -> int:
+        runs[n] = runs.get(n, 0) + 1
+        if n % 50 == 0 and runs[n] == 1:
+            raise RuntimeError("retried once")
+        await asyncio.sleep(0.001)
+        return n
+
+    async with producer, consumer:
+        worker = consumer.worker(concurrency=20, listen_dsn=dsn, poll_interval=0.2)
+        async with worker:
+            for n in range(0, 400, 8):  # many small transactions, from several connections
+                await asyncio.gather(
+                    *(producer.enqueue("count", {"n": i}) for i in range(n, n + 8)),
+                )
+
+            async def drained() -> bool:
+                rows = await producer.status()
+                return {r["status"]: r["jobs"] for r in rows} == {"done": 400}
+
+            await eventually(drained, within=60)
+    assert sorted(runs) == list(range(400))
+    assert all(runs[n] == (2 if n % 50 == 0 else 1) for n in runs), runs
+    noticed = [r for r in caplog.records if NOTICED in r.getMessage()]
+    assert len(noticed) == 1, [r.getMessage() for r in noticed]  # once per process and address
+    assert "statement_cache_size" in noticed[0].getMessage()
+
+
+async def test_sync_producers_given_only_pgbouncers_address(
+    bouncer: Bouncer, schema: str, conn: asyncpg.Connection
+) -> None:
+    """SyncQueue (psycopg) prepares a statement it ran 5 times on a connection: behind
+    pgbouncer 1.18 the next run would find it missing, or find another client's under
+    its name ("prepared statement _pg3_0 already exists"). It notices the pooler too."""
+    await bouncer_queue(bouncer, schema)
+
+    def produce() -> None:
+        producers = [SyncQueue(bouncer.dsn, schema=schema) for _ in range(3)]
+        try:
+            for n in range(20):
+                for producer in producers:
+                    producer.enqueue("note", {"n": n})
+        finally:
+            for producer in producers:
+                producer.close()
+
+    await asyncio.to_thread(produce)
+    assert await conn.fetchval(f'SELECT count(*) FROM "{schema}".jobs') == 60
+
+
+async def test_an_explicit_statement_cache_size_wins(
+    bouncer: Bouncer, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """connect_kwargs={"statement_cache_size": 0} (CLI --statement-cache-size 0), as before
+    the detection: nothing is probed, and everything works through pgbouncer."""
+    caplog.set_level(logging.DEBUG, logger="aiopgq.queue")
+    queue = await bouncer_queue(bouncer, schema, connect_kwargs={"statement_cache_size": 0})
+    ran: list[int] = []
+
+    @queue.task(name="note")
+    async def note(n: int) -> None:
+        ran.append(n)
+
+    async with queue:
+        await note.enqueue_many([{"n": i} for i in range(100)])
+        await queue.worker(concurrency=10, listen=False).run(burst=True)
+    assert sorted(ran) == list(range(100))
+    assert not [r for r in caplog.records if "pooler" in r.getMessage()]
+
+
+async def test_the_pooler_is_noticed_and_no_prepared_statement_stays_behind(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    """The two questions a new connection asks: a direct one (the test server, over a Unix
+    socket when it is the embedded one) is not behind a pooler; one through pgbouncer 1.18
+    is, and its pooler passes named statements through. Neither question leaves a prepared
+    statement on pgbouncer's one server connection."""
+    assert not await behind_pooler(conn)
+    with start_pgbouncer(dsn, tmp_path / "one", pool_size=1) as bouncer:
+        client = await asyncpg.connect(bouncer.dsn)  # asyncpg's defaults: the cache on
+        try:
+            assert await behind_pooler(client)
+            assert not await keeps_prepared_statements(client)
+            # One server connection: this (simple-protocol) query runs where the probes ran.
+            assert await client.execute("SELECT 1 FROM pg_prepared_statements") == "SELECT 0"
+        finally:
+            await client.close()

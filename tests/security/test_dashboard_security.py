@@ -168,7 +168,9 @@ async def test_a_browser_reads_with_the_token_and_the_page_stays_live(
         # What the browser sends once its password prompt is answered: Basic credentials
         # for the origin, sent again with the page's own polling requests.
         browser.get(url.replace("http://", f"http://operator:{TOKEN}@") + "/jobs")
-        assert "billing.charge" in browser.page_source
+        # Chromium answers the 401 with the URL's credentials in a second request, and
+        # get() can return before that page is shown (page_source "" under load): wait.
+        await eventually(lambda: "billing.charge" in browser.page_source, within=30)
         later = await queue.enqueue("billing.refund", {"card": SECRET})
 
         def shown() -> bool:

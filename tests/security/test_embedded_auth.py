@@ -127,7 +127,10 @@ def another_account(server: EmbeddedServer) -> tuple[int, int]:
 
 def test_another_local_user_cannot_connect(server: EmbeddedServer) -> None:
     if not IS_ROOT:
-        pytest.skip("starting a process as another local user needs root")
+        pytest.skip(
+            "needs root (to start a process as another local user):"
+            " run pytest as root to include it"
+        )
     uid, gid = another_account(server)
     outcome = attempts_as(uid, gid, server.socket_dir, server.port)
     assert outcome["uid"] == str(uid)

@@ -11,7 +11,9 @@ while the server behind it serves the other tests undisturbed.
   that connection is closed (the statement ran; its reply never arrives);
 - `linger_close(seconds)`: when the server closes a connection, its last bytes are passed
   on at once but the close only `seconds` later (as when the client's loop reads the
-  server's goodbye before the end of the stream).
+  server's goodbye before the end of the stream);
+- `slow_accept(seconds)`: each new connection reaches the server `seconds` late (a
+  server far away, or busy forking backends).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Proxy:
         self.refusing = False  # new connections are closed at once
         self._lose_reply = False
         self._linger = 0.0
+        self._accept_delay = 0.0
         self._writers: set[asyncio.StreamWriter] = set()
         self._pumps: set[asyncio.Task[None]] = set()
         self.connections = 0
@@ -90,7 +93,12 @@ class Proxy:
     def linger_close(self, seconds: float) -> None:
         self._linger = seconds
 
+    def slow_accept(self, seconds: float) -> None:
+        self._accept_delay = seconds
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._accept_delay:
+            await asyncio.sleep(self._accept_delay)
         if self.refusing:
             writer.transport.abort()
             return

@@ -1,0 +1,65 @@
+"""A starting worker makes its own connections (LISTEN, and the fetcher's) at the same
+time, while its start-up statements run: its first claim waits for the slowest of them,
+not for their sum; and the statements it waits for do not wait for a WAL flush."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+
+from aiopgq import Queue
+
+from ..support.proxy import Proxy
+
+DELAY = 1.0  # each new connection through the proxy reaches the server this late
+
+
+async def test_a_starting_worker_connects_once_not_one_connection_after_the_other(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    ran = asyncio.Event()
+
+    @queue.task(name="startup.first")
+    async def first() -> None:
+        ran.set()
+
+    await first.enqueue()
+    async with Proxy(dsn) as proxy:
+        far = Queue(proxy.dsn, schema=queue.schema, min_pool_size=2)
+        far.tasks.update(queue.tasks)
+        async with far:  # the pool's connections are made here, before the delay
+            proxy.slow_accept(DELAY)
+            worker = far.worker(poll_interval=30)
+            started = time.monotonic()
+            async with worker:
+                await asyncio.wait_for(ran.wait(), 10 * DELAY)
+                took = time.monotonic() - started
+                fetchers = await conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                    f"aiopgq-fetcher {worker.id}"[:63],
+                )
+    # One after the other, the LISTEN connection and then the fetcher's took 2 x DELAY.
+    assert DELAY <= took < 1.6 * DELAY, f"the first job started {took:.2f} s after the start"
+    assert fetchers == 1  # the fetcher's first claim used the connection made ahead
+
+
+async def test_the_start_up_upserts_commit_without_waiting_for_the_wal_flush(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    """The first claim waits for the task registration and the registry row; they turn
+    synchronous_commit off for their own transaction only."""
+    sql = queue.sql
+    tasks = '[{"name": "s.t", "queue": "default", "priority": 0, "max_attempts": 5, ' + (
+        '"arguments": [], "required": [], "any_keyword": true}]'
+    )
+    row = ("w:1", "host", 1, ["default"], 4, "0", 5.0)
+    session = await conn.fetchval("SHOW synchronous_commit")
+    for statement, args in ((sql.register_tasks, (tasks, "w:1")), (sql.worker_register, row)):
+        async with conn.transaction():
+            await conn.execute(statement, *args)
+            assert await conn.fetchval("SHOW synchronous_commit") == "off"
+        assert await conn.fetchval("SHOW synchronous_commit") == session
+    assert await conn.fetchval(f"SELECT registered_by FROM {queue.schema}.tasks") == "w:1"
+    assert await conn.fetchval(f"SELECT count(*) FROM {queue.schema}.workers") == 1
