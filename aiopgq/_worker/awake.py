@@ -26,6 +26,10 @@ from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.fetcher")
 
+# A claim that finds this many jobs (or fills every free slot) is a busy batch: 2, not
+# more, so one fast producer (its raw INSERTs) still skips NOTIFY (benchmarks: enqueue).
+BUSY_BATCH = 2
+
 
 class AwakeRole:
     def __init__(
@@ -48,10 +52,30 @@ class AwakeRole:
         self._drain_timeout = drain_timeout
         self._draining = False
 
-    async def claimed(self) -> None:
-        """Jobs came in: advertise that we are awake, so producers may skip NOTIFY."""
-        if self._listener is not None and not self._listener.awake:
-            await self._listener.hold_awake()
+    @property
+    def held(self) -> bool:
+        """Whether we advertise that we are awake (producers may skip NOTIFY)."""
+        return self._listener is not None and self._listener.awake
+
+    async def claimed(self, count: int, free: int) -> None:
+        """`count` jobs came in for `free` slots: when that is a busy batch, advertise
+        that we are awake, so producers may skip NOTIFY.
+
+        A NOTIFY costs its producer a cluster-wide lock at commit (sql/functions/wake.sql),
+        which matters when jobs come faster than one claim's round trip; then our claims
+        find several jobs each. At a lower rate a claim finds one, and producers had better
+        NOTIFY: a NOTIFY wakes us at once, while being awake means looking again every
+        recheck interval (a few ms of latency per job).
+        """
+        if count >= min(BUSY_BATCH, free) and self._listener is not None:
+            if not self._listener.awake:
+                await self._listener.hold_awake()
+
+    async def quieter(self, drains: TaskGroup) -> None:
+        """A short batch while advertised: jobs come slower than our claims; let the
+        producers NOTIFY again (and catch any that skipped meanwhile)."""
+        if self.held:
+            await self.go_idle(drains)
 
     async def hand_over(self) -> None:
         """Stop advertising (busy or stopping) and wake the peers for jobs whose

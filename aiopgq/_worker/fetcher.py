@@ -5,8 +5,9 @@ statement. A full batch fetches again as soon as slots free up; a short batch
 sleeps until a NOTIFY, the earliest retry time this worker scheduled, or the
 poll interval, whichever comes first. Wake-ups are hints: the claim decides.
 
-While jobs keep coming (a non-empty batch), the fetcher stays awake: it looks
-again after `recheck_interval` instead of sleeping (see awake.py).
+While jobs keep coming (a non-empty batch), the fetcher looks again after
+`recheck_interval` instead of sleeping; while they come faster than its claims
+(busy batches), it is also awake: producers skip their NOTIFY (see awake.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from anyio.abc import TaskGroup
 
 from .._db.outage import Outage
 from .._db.transient import Backoff, never_sent
-from .awake import AwakeRole
+from .awake import BUSY_BATCH, AwakeRole
 from .claims import Claims
 from .completer import Completer
 from .dispatcher import Dispatcher
@@ -90,7 +91,7 @@ class Fetcher:
             self._backoff.succeeded()
             if rows:
                 self._dispatcher.start(rows)
-                await self._awake.claimed()
+                await self._awake.claimed(len(rows), free)
             if len(rows) == free or self._claims.more:
                 continue
             held_back = self._claims.held_back  # by a limit: a job ending may free it
@@ -104,6 +105,8 @@ class Fetcher:
                 await self._wait_progress()
                 continue
             if rows and self._recheck_interval > 0:
+                if len(rows) < BUSY_BATCH:
+                    await self._awake.quieter(drains)
                 await self._wakeups.sleep(self._recheck_interval)  # more are likely coming
                 continue
             await self._awake.go_idle(drains)

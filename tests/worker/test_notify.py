@@ -9,6 +9,7 @@ import anyio
 import asyncpg
 
 from aiopgq import Queue
+from aiopgq._worker.awake import BUSY_BATCH
 
 from ..support.helpers import eventually
 
@@ -140,11 +141,11 @@ async def test_job_skipped_while_worker_awake_starts_when_the_worker_goes_idle(
     slow = await asyncpg.connect(dsn)
     stream_on = True
 
-    async def stream() -> None:  # keeps the worker busy, hence awake
+    async def stream() -> None:  # busy batches keep the worker awake
         n = 100
         while stream_on:
-            await awake.enqueue(n)
-            n += 1
+            await awake.enqueue_many([{"n": n + i} for i in range(BUSY_BATCH)])
+            n += BUSY_BATCH
             await asyncio.sleep(0.05)
 
     try:
@@ -182,7 +183,7 @@ async def test_worker_woken_by_a_poll_still_catches_producers_that_skipped(
         async with worker:
             assert worker.listener is not None
             await asyncio.sleep(0.3)  # the start-up catch-up drain is over
-            await polled.enqueue(0)
+            await polled.enqueue_many([{"n": -i} for i in range(BUSY_BATCH)])  # a busy batch
             await eventually(lambda: 0 in started and worker.listener.awake, within=10)
             await queue.set_notify("default", True)
             async with slow.transaction():
@@ -195,6 +196,31 @@ async def test_worker_woken_by_a_poll_still_catches_producers_that_skipped(
             assert started[1] - committed < 0.25  # not the next 3 s poll
     finally:
         await slow.close()
+
+
+async def test_a_worker_finding_one_job_at_a_time_leaves_producers_notifying(
+    queue: Queue,
+) -> None:
+    """At a modest rate a NOTIFY wakes the worker at once, where being awake would mean
+    looking again every recheck interval: only busy batches make it advertise."""
+    started: list[float] = []
+
+    @queue.task(name="trickle")
+    async def trickle(n: int) -> None:
+        started.append(time.monotonic())
+
+    # Rechecks 30 s apart: a job that skipped its NOTIFY would wait for one.
+    worker = queue.worker(poll_interval=30, recheck_interval=30)
+    async with worker:
+        assert worker.listener is not None
+        for n in range(5):
+            enqueued = time.monotonic()
+            await trickle.enqueue(n)
+            await eventually(lambda n=n: len(started) == n + 1, within=10, every=0.002)
+            assert started[-1] - enqueued < 5  # woken by its NOTIFY, not a recheck
+            assert not worker.listener.awake
+        await trickle.enqueue_many([{"n": 10 + i} for i in range(BUSY_BATCH)])
+        await eventually(lambda: worker.listener.awake, within=10, every=0.002)
 
 
 async def test_bulk_enqueues_notify_once_per_batch_and_not_while_a_worker_is_awake(
