@@ -11,6 +11,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from benchmarks import processes
 from benchmarks.bench import Bench
@@ -55,6 +56,8 @@ class ServeSession:
         producer_connections: int = 8,
         max_inflight: int = 32,
         settle: float = 1.0,
+        producer_op: str = "rate",
+        producer_extra: dict[str, Any] | None = None,
     ) -> None:
         self.bench = bench
         self.name = name
@@ -66,6 +69,8 @@ class ServeSession:
         self.producer_connections = producer_connections
         self.max_inflight = max_inflight
         self.settle = settle
+        self.producer_op = producer_op  # `rate` (single enqueues) or `rate_many` (batches)
+        self.producer_extra = producer_extra or {}
         self.next_seq = 0
         self.clock: SeqClock | None = None
         self.group = ChildGroup()
@@ -88,11 +93,12 @@ class ServeSession:
         worker_spec = bench.worker_spec(name, self.config, self.budget, clock=self.clock.spec())
         producer_spec = bench.producer_spec(
             name,
-            "rate",
+            self.producer_op,
             self.budget,
             clock=self.clock.spec(),
             connections=self.producer_connections,
             max_inflight=self.max_inflight,
+            **self.producer_extra,
         )
         self.workers, self.producers = await asyncio.gather(
             self.group.start_ready(f"{name}-worker", worker_spec, self.worker_processes),
