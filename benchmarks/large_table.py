@@ -86,7 +86,9 @@ VACUUMS = """
 SELECT p.pid, p.relid::regclass::text AS rel, p.phase, p.heap_blks_total, p.heap_blks_scanned,
        a.backend_type
 FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid)
-WHERE p.datname = current_database()
+WHERE p.datname = current_database() AND p.relid IN (
+    SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = $1)
 """
 
 
@@ -178,7 +180,7 @@ class Sampler:
     async def run(self) -> None:
         while True:
             tables = await self.conn.fetch(TABLES, self.schema)
-            vacuums = await self.conn.fetch(VACUUMS)
+            vacuums = await self.conn.fetch(VACUUMS, self.schema)
             jobs = next((dict(r) for r in tables if r["relname"] == "jobs"), {})
             archive = [r for r in tables if r["relname"].startswith("jobs_archive")]
             running = []
@@ -287,10 +289,25 @@ async def claims(dsn: str, queue: Queue, args: argparse.Namespace, count: int) -
     return times
 
 
-async def drain(dsn: str, queue: Queue, args: argparse.Namespace) -> dict[str, Any]:
-    """One `aiopgq worker` process runs `--drain` jobs; jobs/s between first and last."""
+async def finish_claimed(dsn: str, schema: str) -> int:
+    """Mark the jobs the timed claims took done, as the worker's completion would, so no
+    maintenance pass later rescues them as the jobs of a lost worker."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        status = await conn.execute(
+            f"UPDATE {schema}.jobs SET status = 'done', finished_at = now(), heartbeat_at = NULL"
+            f" WHERE status = 'running' AND locked_by IN ('large-claims', 'large-vacuum')"
+        )
+    finally:
+        await conn.close()
+    return int(status.split()[-1])
+
+
+async def drain(dsn: str, queue: Queue, args: argparse.Namespace, jobs: int) -> dict[str, Any]:
+    """One `aiopgq worker` process runs `jobs` jobs; jobs/s between first and last finish."""
     schema = queue.schema
     conn = await asyncpg.connect(dsn)
+    await conn.execute("CHECKPOINT")  # not one in the middle of the drain
     t0 = await conn.fetchval("SELECT now()")
     count = f"""SELECT count(*), min(finished_at), max(finished_at) FROM {schema}.jobs
                 WHERE status = 'done' AND finished_at >= $1"""
@@ -313,11 +330,11 @@ async def drain(dsn: str, queue: Queue, args: argparse.Namespace) -> dict[str, A
             row = await conn.fetchrow(count, t0)
             assert row is not None
             done, first, last = row
-            if done >= args.drain:
+            if done >= jobs:
                 break
             if worker.returncode is not None:
                 raise SystemExit(f"the drain's worker exited ({worker.returncode}); see {LOG}")
-            if time.monotonic() - began > 30 + args.drain / 100:
+            if time.monotonic() - began > 30 + jobs / 100:
                 raise SystemExit(f"the drain made only {done} jobs in time; see {LOG}")
         cpu = proc_cpu(worker.pid)
     finally:
@@ -379,6 +396,27 @@ async def prune(dsn: str, queue: Queue, case: str, args: argparse.Namespace) -> 
             "seconds": round(elapsed, 2)}  # fmt: skip
 
 
+async def catch_up(dsn: str, queue: Queue) -> dict[str, Any]:
+    """Maintenance passes until the finished rows in jobs that are past archive_after are
+    moved (minutes went by while loading): what a worker's maintenance does every few
+    seconds, so the claims and drains meet the layout in its steady state."""
+    schema = queue.schema
+    keep = 365 * 86400.0
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+    due = f"""SELECT count(*) FROM {schema}.jobs WHERE status IN ('done', 'failed')
+              AND finished_at < now() - make_interval(secs => {ARCHIVE_AFTER})"""
+    try:
+        before, began, passes = await pool.fetchval(due), time.monotonic(), 0
+        while await pool.fetchval(due) and passes < 100:
+            await maintain_once(
+                pool, queue.sql, visibility_timeout=30, retention={"done": keep, "failed": keep}
+            )
+            passes += 1
+        return {"moved": before, "passes": passes, "seconds": round(time.monotonic() - began, 2)}
+    finally:
+        await pool.close()
+
+
 async def vacuum(dsn: str, queue: Queue, case: str, args: argparse.Namespace) -> dict[str, Any]:
     """VACUUM the tables autovacuum would, throttled as it would be, while claims go on.
 
@@ -425,6 +463,7 @@ async def vacuum(dsn: str, queue: Queue, case: str, args: argparse.Namespace) ->
         stop.set()
         await claimer
         await conn.close()
+    out["claimed_then_finished"] = await finish_claimed(dsn, schema)
     if len(during) >= 20:
         out["claims_meanwhile_ms"] = {
             "n": len(during),
@@ -456,15 +495,17 @@ class Case:
         await self.sampler.__aenter__()
         self.result["load"] = await load(admin, self.queue, self.name, args)
         self.report("loaded", self.result["load"])
+        if self.name == "partitioned":
+            self.result["archive_catch_up"] = await catch_up(self.dsn, self.queue)
+            self.report("archive catch-up", self.result["archive_catch_up"])
 
     def report(self, what: str, figures: Any) -> None:
         print(f"{self.name}: {what} {json.dumps(figures, default=str)}", flush=True)
 
     async def rest(self, admin: asyncpg.Connection, args: argparse.Namespace) -> None:
-        """Drain, vacuum, prune, vacuum again: one case at a time."""
+        """Vacuum, prune, vacuum again: one case at a time."""
         dsn, queue, name, sampler = self.dsn, self.queue, self.name, self.sampler
         steps: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
-            ("drain", partial(drain, dsn, queue, args)),
             ("vacuum", partial(vacuum, dsn, queue, name, args)),
             ("prune", partial(prune, dsn, queue, name, args)),
             ("vacuum_after_prune", partial(vacuum, dsn, queue, name, args)),
@@ -508,10 +549,36 @@ async def interleaved_claims(cases: list[Case], args: argparse.Namespace) -> Non
         }
         case.result["claims_raw_ms"] = [round(t, 3) for t in times]
         case.report("claims", case.result["claim_ms"])
+        case.result["claimed_then_finished"] = await finish_claimed(case.dsn, case.schema)
+
+
+async def interleaved_drains(cases: list[Case], args: argparse.Namespace) -> None:
+    """`--drain` jobs per case, in `--drain-rounds` drains that take the cases in turn."""
+    per_round = max(1, args.drain // args.drain_rounds)
+    drains: dict[str, list[dict[str, Any]]] = {case.name: [] for case in cases}
+    for round_no in range(args.drain_rounds):
+        order = cases[round_no % len(cases) :] + cases[: round_no % len(cases)]
+        for case in order:
+            case.sampler.phase = "drain"
+            out = await drain(case.dsn, case.queue, args, per_round)
+            case.report(f"drain {round_no + 1}", out)
+            drains[case.name].append(out)
+            case.sampler.phase = "between drains"
+    for case in cases:
+        runs = drains[case.name]
+        jobs = sum(r["jobs"] for r in runs)
+        seconds = sum(r["seconds"] for r in runs)
+        case.result["drain"] = {
+            "jobs": jobs,
+            "seconds": round(seconds, 2),
+            "jobs_per_s": round(jobs / seconds),
+            "rounds_jobs_per_s": [r["jobs_per_s"] for r in runs],
+            "worker_cpu_s": round(sum(r["worker_cpu_s"] or 0 for r in runs), 2),
+        }
 
 
 def _vacuum_cell(v: dict[str, Any]) -> str:
-    tables = [t for k, t in v.items() if k != "claims_meanwhile_ms"]
+    tables = [t for k, t in v.items() if k not in ("claims_meanwhile_ms", "claimed_then_finished")]
     seconds = sum(t["seconds"] for t in tables)
     cpu = sum(t["cpu_s"] or 0 for t in tables)
     return f"{seconds:.1f}/{cpu:.1f}"
@@ -562,7 +629,8 @@ async def main() -> None:
     a("--claims", type=int, default=2000, help="claims timed per case (default 2000)")
     a("--rounds", type=int, default=4, help="rounds the claims of the cases alternate in (4)")
     a("--batch", type=int, default=10, help="jobs per claim (default 10, the worker's default)")
-    a("--drain", type=int, default=100_000, help="jobs the drain runs (default 100,000)")
+    a("--drain", type=int, default=100_000, help="jobs the drains run (default 100,000)")
+    a("--drain-rounds", type=int, default=2, help="drains the cases alternate in (2)")
     a("--concurrency", type=int, default=100, help="the drain worker's concurrency (100)")
     a("--prune-fraction", type=float, default=0.05, help="share the plain prune expires (0.05)")
     a("--after", type=float, default=5, help="seconds sampled after the prune (default 5)")
@@ -570,7 +638,7 @@ async def main() -> None:
     layouts = [x.strip() for x in args.layout.split(",") if x.strip()]
     if set(layouts) - {"plain", "partitioned"}:
         raise SystemExit(f"--layout takes plain and/or partitioned, got {args.layout!r}")
-    if args.pending < args.claims * args.batch + 20 * args.batch + args.drain:
+    if args.pending < 2 * args.claims * args.batch + 20 * args.rounds * args.batch + args.drain:
         raise SystemExit("--pending must cover the claims (claims x batch) and the drain")
     server = resolve_dsn(args.dsn)
     info = await server_info(server)
@@ -583,6 +651,7 @@ async def main() -> None:
         for case in cases:
             await case.setup(admin, args)
         await interleaved_claims(cases, args)
+        await interleaved_drains(cases, args)
         for case in cases:
             started = time.monotonic()
             await case.rest(admin, args)
