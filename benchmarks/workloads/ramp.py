@@ -58,6 +58,15 @@ def host_busy() -> tuple[float, float]:
     return float(sum(values) - idle), float(sum(values))
 
 
+def pressure(resource: str) -> float:
+    """Seconds since boot that some task waited for `resource` (cpu, io): /proc/pressure."""
+    try:
+        line = Path(f"/proc/pressure/{resource}").read_text().split("\n", 1)[0]
+    except OSError:
+        return 0.0
+    return int(line.rsplit("total=", 1)[1]) / 1e6
+
+
 @dataclass
 class Snapshot:
     t: float
@@ -66,6 +75,8 @@ class Snapshot:
     producer: float
     server: dict[int, float]
     host: tuple[float, float]
+    cpu_stall: float
+    io_stall: float
 
 
 async def snapshot(conn: asyncpg.Connection, table: str, session: ServeSession) -> Snapshot:
@@ -81,6 +92,8 @@ async def snapshot(conn: asyncpg.Connection, table: str, session: ServeSession) 
         producer=sum(proc_cpu(p.pid) for p in session.producers),
         server={r["pid"]: proc_cpu(r["pid"]) for r in pids},
         host=host_busy(),
+        cpu_stall=pressure("cpu"),
+        io_stall=pressure("io"),
     )
 
 
@@ -94,6 +107,9 @@ def cpu_share(a: Snapshot, b: Snapshot) -> dict[str, float]:
         "producer": (b.producer - a.producer) / seconds,
         "server": server / seconds,
         "host": busy,
+        # Share of the step during which some runnable task waited for a CPU (or for IO).
+        "cpu_stalled": (b.cpu_stall - a.cpu_stall) / seconds,
+        "io_stalled": (b.io_stall - a.io_stall) / seconds,
     }
 
 
@@ -166,9 +182,12 @@ def bottleneck(step: dict[str, Any]) -> str:
         f"producer {cpu['producer']:.2f}",
         f"server {cpu['server']:.2f}",
         f"host {cpu['host']:.2f}/{cores}",
+        f"CPU stall {cpu['cpu_stalled']:.0%}",
+        f"IO stall {cpu['io_stalled']:.0%}",
     ]
     if cpu["host"] >= 0.9 * cores:
-        why = "host CPU saturated"
+        mine = cpu["worker"] + cpu["producer"] + cpu["server"]
+        why = f"host CPU saturated ({mine:.2f} of it this benchmark's)"
     elif max(cpu["worker"], cpu["producer"]) >= 0.9:
         why = "worker" if cpu["worker"] >= cpu["producer"] else "producer"
         why += " process CPU-bound (one core)"
