@@ -22,15 +22,19 @@ CHECKPOINT, and no VACUUM: autovacuum does what it does meanwhile, and is sample
 Per case:
 1. claims: the worker's own claim statement (`Queue.sql.dequeue`, the statement the
    fetcher sends with no outcome riding along) with its real parameters (queue, batch
-   `--batch`, a worker id), `--claims` times, each committed (the claimed jobs stay
-   running, as a worker's would until they finish); p50/p99 client-side.
+   `--batch`, a worker id), `--claims` times per case in `--rounds` rounds alternating
+   the cases, each committed; then as many with synchronous_commit off in the claiming
+   session; p50/p99 client-side. The claimed jobs are then marked done.
 2. drain: one `aiopgq worker` process (`--concurrency`, retention pushed out of the way)
-   runs `--drain` of the pending jobs; jobs/s from its first to its last finish.
-3. prune: one maintenance pass (the workers' own `maintain_once`) timed with the
-   retention of the default 'done' and 'failed' ones replaced so that the oldest
+   runs `--drain` of the pending jobs, in `--drain-rounds` rounds alternating the cases,
+   each after a CHECKPOINT; jobs/s from its first to its last finish.
+3. vacuum: the VACUUM autovacuum would run (see `vacuum`), with claims meanwhile.
+4. prune: the first maintenance pass of a worker (`Queue.worker`, an idle queue) timed,
+   from the worker's start, with the retention so that the oldest
    `--prune-fraction` of the finished rows is expired in the plain layout (deleted in
    1,000-row batches); in the partitioned one the retention that expires the first
    partition (everything that finished before the current partition began: dropped).
+   Then the vacuum again.
 Every second, in the background: pg_stat_user_tables of the schema (n_dead_tup,
 autovacuum_count, last_autovacuum) and pg_stat_progress_vacuum of the database, with the
 CPU seconds of each autovacuum process (from /proc: the server runs on this host).
@@ -58,7 +62,6 @@ from typing import Any
 import asyncpg
 
 from aiopgq import Queue
-from aiopgq._worker.maintenance import maintain_once
 from benchmarks.config import resolve_dsn
 from benchmarks.database import create_database, drop_database, server_info
 
@@ -384,22 +387,62 @@ async def prune(dsn: str, queue: Queue, case: str, args: argparse.Namespace) -> 
         )
     finally:
         await conn.close()
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+    if case == "partitioned":
+        left = (
+            f"SELECT EXISTS (SELECT FROM {schema}.archive_partitions"
+            f" WHERE to_at <= now() - make_interval(secs => {seconds}))"
+        )
+    else:
+        left = (
+            f"SELECT EXISTS (SELECT FROM {schema}.jobs WHERE status IN ('done', 'failed')"
+            f" AND finished_at < now() - make_interval(secs => {seconds}))"
+        )
+    elapsed = await maintenance(dsn, queue.schema, seconds, left)
+    conn = await asyncpg.connect(dsn)
     try:
-        began = time.monotonic()
-        _, pruned = await maintain_once(
-            pool, queue.sql, visibility_timeout=30,
-            retention={"done": seconds, "failed": seconds, "cancelled": seconds},
-        )  # fmt: skip
-        elapsed = time.monotonic() - began
-        after = await pool.fetchval(
+        after = await conn.fetchval(
             f"SELECT (SELECT count(*) FROM {schema}.jobs)"
             f" + (SELECT count(*) FROM {schema}.jobs_archive)"
         )
     finally:
-        await pool.close()
-    return {"retention_s": round(seconds), "removed": before - after, "deleted_rows": pruned,
-            "seconds": round(elapsed, 2)}  # fmt: skip
+        await conn.close()
+    return {"retention_s": round(seconds), "removed": before - after, "seconds": round(elapsed, 2)}
+
+
+async def maintenance(dsn: str, schema: str, retention: float, left: str) -> float:
+    """Seconds from starting a worker (`Queue.worker`: no job of its idle queue to run,
+    retention `retention` for every finished status) until the query `left` says its
+    maintenance is done; the worker's first pass runs as it starts."""
+    queue = Queue(dsn, schema=schema, max_pool_size=2)
+    await queue.open()
+    conn = await asyncpg.connect(dsn)
+    try:
+        worker = queue.worker(
+            queues=["large-idle"],
+            concurrency=1,
+            maintenance_interval=3600,
+            retention=retention,
+            failed_retention=retention,
+            cancelled_retention=retention,
+        )
+        began = time.monotonic()
+        runner = asyncio.create_task(worker.run())
+        try:
+            while await conn.fetchval(left):
+                if runner.done():
+                    runner.result()
+                    raise SystemExit("the maintenance worker stopped before its pass was done")
+                if time.monotonic() - began > 1800:
+                    raise SystemExit("the maintenance pass took over 30 minutes")
+                await asyncio.sleep(0.1)
+            elapsed = time.monotonic() - began
+        finally:
+            worker.stop()
+            await runner
+    finally:
+        await conn.close()
+        await queue.close()
+    return elapsed
 
 
 async def catch_up(dsn: str, queue: Queue) -> dict[str, Any]:
@@ -407,20 +450,22 @@ async def catch_up(dsn: str, queue: Queue) -> dict[str, Any]:
     moved (minutes went by while loading): what a worker's maintenance does every few
     seconds, so the claims and drains meet the layout in its steady state."""
     schema = queue.schema
-    keep = 365 * 86400.0
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
-    due = f"""SELECT count(*) FROM {schema}.jobs WHERE status IN ('done', 'failed')
-              AND finished_at < now() - make_interval(secs => {ARCHIVE_AFTER})"""
+    conn = await asyncpg.connect(dsn)
     try:
-        before, began, passes = await pool.fetchval(due), time.monotonic(), 0
-        while await pool.fetchval(due) and passes < 100:
-            await maintain_once(
-                pool, queue.sql, visibility_timeout=30, retention={"done": keep, "failed": keep}
-            )
-            passes += 1
-        return {"moved": before, "passes": passes, "seconds": round(time.monotonic() - began, 2)}
+        moved = await conn.fetchval(
+            f"SELECT count(*) FROM {schema}.jobs WHERE status IN ('done', 'failed')"
+            f" AND finished_at < now() - make_interval(secs => {ARCHIVE_AFTER})"
+        )
     finally:
-        await pool.close()
+        await conn.close()
+    # Passes of 100 batches per status each: one worker start runs the first only, so
+    # the rest (if any) come at the next interval; a large catch-up waits for them.
+    left = (
+        f"SELECT EXISTS (SELECT FROM {schema}.jobs WHERE status IN ('done', 'failed')"
+        f" AND finished_at < now() - make_interval(secs => {ARCHIVE_AFTER + 30}))"
+    )
+    seconds = await maintenance(dsn, schema, 365 * 86400.0, left)
+    return {"moved": moved, "seconds": round(seconds, 2)}
 
 
 async def vacuum(dsn: str, queue: Queue, case: str, args: argparse.Namespace) -> dict[str, Any]:
