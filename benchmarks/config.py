@@ -10,7 +10,7 @@ from pathlib import Path
 from benchmarks.trees import check_tree
 
 ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu", "limits")
-OPT_IN_WORKLOADS = ("soak",)  # long: run only when named in --only
+OPT_IN_WORKLOADS = ("soak", "ramp")  # long: run only when named in --only
 ALL_SYSTEMS = ("aiopgq", "bare", "pgqueuer", "procrastinate")
 BASELINE_SYSTEM = "aiopgq-base"  # aiopgq from the `--baseline` checkout
 AIOPGQ_SYSTEMS = ("aiopgq", BASELINE_SYSTEM)
@@ -65,6 +65,14 @@ class Options:
     steady_p99_ms: float = 50.0
     steady_start_rate: float = 200.0
     steady_max_rate: float = 40_000.0
+    # ramp
+    ramp_rates: list[float] = field(
+        default_factory=lambda: [1000.0, 2000.0, 4000.0, 6000.0, 8000.0, 10000.0, 12000.0, 14000.0]
+    )
+    ramp_step_seconds: float = 30.0
+    ramp_p99_ms: float = 20.0
+    ramp_batch_hz: float = 100.0
+    ramp_past: int = 1
     # bloat
     bloat_done_rows: int = 1_000_000
     bloat_future_rows: int = 100_000
@@ -94,6 +102,7 @@ class Options:
             "steady_window": 4.0,
             "steady_step_seconds": 1.5,
             "steady_start_rate": 500.0,
+            "ramp_step_seconds": 3.0,
             "bloat_done_rows": 200_000,
             "bloat_future_rows": 20_000,
             "cpu_jobs": 3_000,
@@ -184,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--steady-p99-ms", type=float, help="p99 bound for a held rate (default 50 ms)")
     a("--steady-start-rate", type=float, help="first offered rate of the search (200/s)")
     a("--steady-max-rate", type=float, help="search stops here (default 40000/s)")
+    a("--ramp-rates", type=_csv_floats, help="offered rates of the ramp, jobs/s (1000,...)")
+    a("--ramp-step-seconds", type=float, help="seconds per ramp step (default 30)")
+    a("--ramp-p99-ms", type=float, help="latency p99 bound of a held ramp step (20 ms)")
+    a("--ramp-batch-hz", type=float, help="ramp producer's enqueue_many calls per s (100)")
+    a("--ramp-past", type=int, help="ramp steps run past the first one not held (1)")
     a("--bloat-done-rows", type=int, help="retained done rows (default 1000000)")
     a("--bloat-future-rows", type=int, help="future-dated pending rows (default 100000)")
     a("--cpu-jobs", type=int, help="jobs for the CPU-per-job figure (default 10000)")

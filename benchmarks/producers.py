@@ -4,7 +4,8 @@ Closed-loop ops: `one` (single enqueue), `many` (batch API), `copy` (COPY path),
 (plain INSERT into the jobs table). `coroutines` callers each loop for `seconds`.
 Fixed-rate op `rate`: phases sent by the parent (`run {json}`), open loop: job k is sent
 at k / rate whatever the answer time, at most `max_inflight` outstanding; each phase
-reports what it achieved (`phase_result`).
+reports what it achieved (`phase_result`). Op `rate_many` is the same through the batch
+API (`benchmarks.batch_producer`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import asyncpg
 
+from benchmarks.batch_producer import batch_phases
 from benchmarks.clock import SeqClock
 from benchmarks.stats import LatencyHistogram
 from benchmarks.systems import System, load_system
@@ -52,7 +54,7 @@ class RawInserter:
 def _operation(system: System, spec: dict[str, Any], raw: RawInserter | None) -> Enqueue:
     op = spec["op"]
     batch = int(spec.get("batch", 1000))
-    if op in ("one", "rate"):
+    if op in ("one", "rate", "rate_many"):
         return system.enqueue_one
     if op == "raw":
         assert raw is not None
@@ -175,6 +177,8 @@ async def run_producer(spec: dict[str, Any], control: Any, emit: Emit) -> dict[s
         await control.go.wait()
         if op == "rate":
             return await interactive_phases(enqueue, spec, control, emit)
+        if op == "rate_many":
+            return await batch_phases(system.enqueue_many, spec, control, emit)
         jobs_per_call = 1 if op in ("one", "raw") else int(spec.get("batch", 1000))
         return await closed_loop(enqueue, coroutines, float(spec["seconds"]), jobs_per_call)
     finally:

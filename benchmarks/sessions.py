@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass, replace
 from types import TracebackType
+from typing import Any
 
 from benchmarks import processes
 from benchmarks.bench import Bench
@@ -57,6 +58,8 @@ class ServeSession:
         max_inflight: int = 32,
         settle: float = 1.0,
         hold_workers: bool = False,
+        producer_op: str = "rate",
+        producer_extra: dict[str, Any] | None = None,
     ) -> None:
         self.bench = bench
         self.name = name
@@ -70,6 +73,8 @@ class ServeSession:
         self.settle = settle
         # Workers wait (ready: imported, pool open) for `run_young_phase` to start them.
         self.hold_workers = hold_workers
+        self.producer_op = producer_op  # `rate` (single enqueues) or `rate_many` (batches)
+        self.producer_extra = producer_extra or {}
         self.next_seq = 0
         self.clock: SeqClock | None = None
         self.group = ChildGroup()
@@ -92,11 +97,12 @@ class ServeSession:
         worker_spec = bench.worker_spec(name, self.config, self.budget, clock=self.clock.spec())
         producer_spec = bench.producer_spec(
             name,
-            "rate",
+            self.producer_op,
             self.budget,
             clock=self.clock.spec(),
             connections=self.producer_connections,
             max_inflight=self.max_inflight,
+            **self.producer_extra,
         )
         self.workers, self.producers = await asyncio.gather(
             self.group.start_ready(f"{name}-worker", worker_spec, self.worker_processes),
