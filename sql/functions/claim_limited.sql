@@ -150,6 +150,7 @@ DECLARE
     allowed integer;
     claimed integer;
     finished integer;  -- jobs marked done in step 1
+    settled integer;  -- their children released or cancelled (dependencies.sql)
     running integer;
     bucket double precision;  -- tokens after the refill
     clock timestamptz;
@@ -163,7 +164,8 @@ DECLARE
     cut_at text;
 BEGIN
     -- 1. Outcomes first: their jobs no longer count against any limit below.
-    --    A job someone awaits is announced on the done channel (complete_done.sql).
+    --    A job someone awaits is announced on the done channel (complete_done.sql); one
+    --    that others depend on settles its children (dependencies.sql).
     IF cardinality(done_ids) > 0 THEN
         WITH done AS (
             UPDATE {{schema}}.jobs j
@@ -173,9 +175,15 @@ BEGIN
             WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running'
               AND j.locked_by = worker
             RETURNING CASE WHEN j.metadata ? 'waited'
-                           THEN pg_notify({{done_channel}}, j.id::text) END
+                           THEN pg_notify({{done_channel}}, j.id::text) END,
+                      CASE WHEN j.metadata ? 'dependents' THEN j.id END AS parent, j.result
         )
-        SELECT count(*) INTO finished FROM done;
+        SELECT count(*), {{schema}}.settle_dependents(
+                   array_agg(parent) FILTER (WHERE parent IS NOT NULL),
+                   array_agg('done'::text) FILTER (WHERE parent IS NOT NULL),
+                   array_agg(result) FILTER (WHERE parent IS NOT NULL))
+        INTO finished, settled
+        FROM done;
     END IF;
     -- 2. The queues' locks, queue by queue in one order for every worker (two workers
     --    locking the same queues never deadlock), held until our commit.

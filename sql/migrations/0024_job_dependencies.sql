@@ -1,0 +1,45 @@
+-- Job dependencies (depends_on=): a job with parents waits in its own status until
+-- every parent is done (sql/functions/dependencies.sql says how it is released).
+-- ADD VALUE inside migrate()'s transaction: the new label cannot be used before the
+-- commit, so nothing in this file or in a LANGUAGE sql function names it (the
+-- statements and the PL/pgSQL functions that do run after the commit).
+ALTER TYPE {{schema}}.job_status ADD VALUE IF NOT EXISTS 'waiting';
+
+CREATE TABLE {{schema}}.job_dependencies (
+    child_id bigint NOT NULL,
+    parent_id bigint NOT NULL,
+    outcome {{schema}}.job_status,
+    result jsonb,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id)
+);
+CREATE INDEX job_dependencies_parent_idx ON {{schema}}.job_dependencies USING btree (parent_id);
+
+-- enqueue() takes depends_on and on_parent_failure: a new signature. The old one goes;
+-- the roles that could run it keep that right on the new one (a stub here, whose body
+-- sql/functions/enqueue.sql then writes: CREATE OR REPLACE keeps grants).
+CREATE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '{}'::jsonb,
+    queue text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT now(),
+    priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT NULL::integer,
+    idempotency_key text DEFAULT NULL::text, unique_for interval DEFAULT NULL::interval,
+    on_conflict text DEFAULT 'ignore'::text, concurrency_key text DEFAULT NULL::text,
+    depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text)
+ RETURNS bigint LANGUAGE sql AS 'SELECT NULL::bigint';
+DO $do$
+DECLARE
+    grantee name;
+BEGIN
+    FOR grantee IN
+        SELECT r.rolname
+        FROM pg_proc p, aclexplode(p.proacl) AS a
+        JOIN pg_roles r ON r.oid = a.grantee
+        WHERE p.oid = '{{schema}}.enqueue(text, jsonb, text, timestamptz, integer, integer, text, interval, text, text)'::regprocedure
+          AND a.privilege_type = 'EXECUTE' AND r.rolname <> current_user
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION {{schema}}.enqueue(text, jsonb, text, '
+                       'timestamptz, integer, integer, text, interval, text, text, bigint[], '
+                       'text) TO %I', grantee);
+    END LOOP;
+END
+$do$;
+DROP FUNCTION {{schema}}.enqueue(text, jsonb, text, timestamptz, integer, integer, text,
+    interval, text, text);
