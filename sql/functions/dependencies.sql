@@ -227,12 +227,13 @@ BEGIN
     FROM unnest(add_dependencies.children) AS c
     LEFT JOIN {{schema}}.jobs j ON j.id = c
     WHERE j.id IS NULL OR j.status <> 'pending' OR j.attempts <> 0
+       OR j.idempotency_key IS NOT NULL  -- its key's index holds pending and running jobs
        OR coalesce(j.metadata ?| ARRAY['dependents', 'on_parent_failure'], false)
        OR NOT (j.enqueued_by = session_user
                OR has_table_privilege(session_user, '{{schema}}.jobs'::regclass, 'UPDATE'))
     LIMIT 1;
     IF refused IS NOT NULL THEN
-        RAISE EXCEPTION 'job % cannot be given parents: only a new job of yours can (pending, never run, with no parents or children yet)', refused
+        RAISE EXCEPTION 'job % cannot be given parents: only a new job of yours can (pending, never run, without an idempotency key, with no parents or children yet)', refused
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT p INTO missing
