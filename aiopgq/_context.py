@@ -249,8 +249,8 @@ class JobContext:
         ...     return sum((await ctx.parent_results()).values())
 
         Returns:
-            The done parents' results by job id, as JSON decoded (None for a parent that
-            returned nothing).
+            The done parents' results by job id, as JSON decoded (None for a parent
+                that returned nothing).
         """
         services = self._services
         async with services.pool.acquire() as conn:

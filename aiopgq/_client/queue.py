@@ -507,7 +507,9 @@ class Queue:
                 int, at least 1; default 5), `idempotency_key` (a str of up to 1,000 bytes),
                 `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
                 `unique_for` (seconds or a timedelta a done job keeps its key),
-                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
+                ids, one or a list, that must be done before it runs: docs/workflows.md),
+                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
                 connection of yours: the job commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
@@ -521,6 +523,7 @@ class Queue:
             ValueError: an option out of its range, or a payload over `max_payload_bytes`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             PayloadTooLarge: the database refused the payload as over its size limit.
             ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
             QueueNotOpen: the queue is not open (and no `connection` was given).
@@ -552,7 +555,9 @@ class Queue:
                 int, at least 1; default 5), `idempotency_keys` (one key or None per payload),
                 `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
                 `unique_for` (seconds or a timedelta a done job keeps its key),
-                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
+                ids, one or a list, that must be done before it runs: docs/workflows.md),
+                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
                 connection of yours: the job commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
@@ -567,6 +572,7 @@ class Queue:
                 over `max_payload_bytes`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             PayloadTooLarge: the database refused the payload as over its size limit.
             ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
             QueueNotOpen: the queue is not open (and no `connection` was given).

@@ -155,6 +155,7 @@ class SyncQueue:
             ValueError: as `Queue.enqueue`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
             ConfigurationError: no database given or set, or it cannot be reached.
         """
@@ -223,6 +224,7 @@ class SyncQueue:
             ValueError: as `Queue.enqueue`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
             ConfigurationError: no database given or set, or it cannot be reached.
         """
