@@ -807,12 +807,14 @@ class Queue:
         return await self._admin.paused_queues()
 
     async def cancel(self, job_id: int) -> bool:
-        """Cancel a pending or running job: True if this call cancelled it, False if it had
-        finished (nothing changes); JobNotFound, as get_job, when no job has that id.
+        """Cancel a pending, waiting or running job: True if this call cancelled it, False if
+        it had finished (nothing changes); JobNotFound, as get_job, when no job has that id.
 
         A running job ends `cancelled` at once and is not retried; its worker stops the
         handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
-        handler running in a thread cannot be interrupted: its result is discarded.
+        handler running in a thread cannot be interrupted: its result is discarded. The
+        jobs that depend on it (`depends_on=`) are cancelled with it, unless they were
+        enqueued with `on_parent_failure="run"` (docs/workflows.md).
 
         >>> if await queue.cancel(job.id): print("cancelled, running or not")
 
@@ -831,7 +833,8 @@ class Queue:
     async def retry(self, job_id: int) -> bool:
         """Re-queue a failed or cancelled job as new (attempts reset, run now); its past
         errors stay in `Job.errors`. False if the job is in another state, or a live job
-        holds its idempotency key; JobNotFound if there is no such job.
+        holds its idempotency key; JobNotFound if there is no such job. The jobs that its
+        failure cancelled (`depends_on=`) wait for it again (docs/workflows.md).
 
         >>> await queue.retry(job.id)
         True
