@@ -35,3 +35,9 @@ async def join(ctx: JobContext) -> int:
     total = sum(results.values())
     await _record(ctx, "wf.join", len(results))
     return total
+
+
+@queue.task(name="wf.crash", max_attempts=1)
+async def crash(ctx: JobContext) -> None:
+    await _record(ctx, "wf.crash", 0)
+    os.kill(os.getpid(), 9)

@@ -62,3 +62,41 @@ async def test_a_fan_in_of_1000_parents_on_two_processes_releases_its_child_once
     assert joins[0]["at"] > max(row["at"] for row in members)
     final = await queue.get_job(child.id)
     assert final.result == sum(range(1000)) and final.attempts == 1
+
+
+async def test_a_parent_whose_worker_died_on_its_last_attempt_cancels_its_child(
+    dsn: str, queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # The rescue of an expired lease ends the parent failed (its last attempt was lost):
+    # the rescue's statement settles the child.
+    ledger = f'"{queue.schema}".ledger'
+    await conn.execute(
+        f"CREATE TABLE {ledger} (job_id bigint, attempt int, pid int, task text, value int, "
+        "at timestamptz DEFAULT clock_timestamp())"
+    )
+    parent = await queue.enqueue("wf.crash", max_attempts=1)
+    child = await queue.enqueue("wf.join", depends_on=parent)
+    proc = cli(dsn, queue.schema, "worker", "tests.support.workflow_app:queue")
+    try:
+        await eventually(lambda: conn.fetchval(f"SELECT count(*) = 1 FROM {ledger}"))
+        proc.wait(20)  # it killed itself
+    finally:
+        proc.kill()
+    assert (await queue.get_job(parent.id)).status is JobStatus.RUNNING
+    rescuer = queue.worker(
+        queues=["nothing"],
+        visibility_timeout=1,
+        heartbeat_interval=0.2,
+        maintenance_interval=0.2,
+        poll_interval=0.2,
+    )
+    async with rescuer:
+
+        async def cancelled() -> bool:
+            return (await queue.get_job(child.id)).status is JobStatus.CANCELLED
+
+        await eventually(cancelled)
+    assert (await queue.get_job(parent.id)).status is JobStatus.FAILED
+    assert (await queue.get_job(child.id)).last_error == (
+        f"cancelled: parent job {parent.id} ended failed"
+    )
