@@ -13,6 +13,8 @@ CREATE TABLE {{schema}}.job_dependencies (
     CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id)
 );
 CREATE INDEX job_dependencies_parent_idx ON {{schema}}.job_dependencies USING btree (parent_id);
+CREATE INDEX job_dependencies_open_idx ON {{schema}}.job_dependencies USING btree (child_id)
+    WHERE (outcome IS NULL);
 
 -- enqueue() takes depends_on and on_parent_failure: a new signature. The old one goes
 -- (a schema upgraded from before 21 has none yet: functions/ writes it after this);

@@ -310,6 +310,10 @@ ALTER TABLE ONLY {{schema}}.workers
 -- A finished parent's children: its completion finds its edges by parent.
 CREATE INDEX job_dependencies_parent_idx ON {{schema}}.job_dependencies USING btree (parent_id);
 
+-- The children with a parent not finished yet: every waiting job has one, so
+-- queue_stats finds the waiting jobs here (jobs has no index that holds them).
+CREATE INDEX job_dependencies_open_idx ON {{schema}}.job_dependencies USING btree (child_id) WHERE (outcome IS NULL);
+
 -- get_job and retry look archived jobs up by id (one probe per partition).
 CREATE INDEX jobs_archive_id_idx ON {{schema}}.jobs_archive USING btree (id);
 

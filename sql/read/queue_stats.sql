@@ -10,8 +10,9 @@
 -- With a window it reads the partial indexes only (pending rows, rows with a lease,
 -- recently finished rows), never the whole table: cheap enough to poll every second. A
 -- job created in the window is pending, running, waiting or finished in the window, so
--- the arrivals come from the same scans. Waiting jobs are found through their edges
--- (job_dependencies, one probe of jobs_pkey per child: no index of jobs holds them). $1 NULL: the window is everything retained,
+-- the arrivals come from the same scans. Waiting jobs are found through their open
+-- edges (job_dependencies_open_idx: a waiting job has a parent not finished yet), one
+-- probe of jobs_pkey per child, as no index of jobs holds them. $1 NULL: the window is everything retained,
 -- the archive of the partitioned layout included (a scan of every finished row).
 WITH since AS (
     SELECT CASE WHEN $1::float8 IS NULL THEN '-infinity'::timestamptz
@@ -29,7 +30,8 @@ WITH since AS (
     WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > (SELECT at FROM since)
     UNION ALL
     SELECT w.queue, w.status, w.run_at, w.created_at, NULL
-    FROM (SELECT DISTINCT d.child_id FROM {{schema}}.job_dependencies d) AS c,
+    FROM (SELECT DISTINCT d.child_id FROM {{schema}}.job_dependencies d
+          WHERE d.outcome IS NULL) AS c,
          LATERAL (SELECT j.queue, j.status, j.run_at, j.created_at FROM {{schema}}.jobs j
                   WHERE j.id = c.child_id AND j.status = 'waiting' OFFSET 0) AS w
     UNION ALL
