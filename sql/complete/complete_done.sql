@@ -4,8 +4,8 @@
 -- (`waited` in its metadata: see the column in migrations/baseline_*.sql) is announced
 -- on the done channel; for the others (metadata NULL) the RETURNING expression is one
 -- NULL test, and nothing goes to the client. A job that others depend on (`dependents`)
--- settles its children in this statement (sql/functions/dependencies.sql); for the
--- others that is a second NULL test, and the function is not called when no row has it.
+-- settles its children in this statement (sql/functions/dependencies.sql), one call per
+-- such row as in dequeue_completing.sql; for the others that is a second NULL test.
 WITH done AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
@@ -13,7 +13,7 @@ WITH done AS (
     FROM unnest($1::bigint[], $2::int[], $3::text[]) AS o(id, attempt, result)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
-              CASE WHEN j.metadata ? 'dependents' THEN j.id END AS parent, j.result
+        CASE WHEN j.metadata ? 'dependents'
+             THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'], ARRAY[j.result]) END
 )
-SELECT {{schema}}.settle_dependents(array_agg(parent), array_agg('done'::text), array_agg(result))
-FROM done WHERE parent IS NOT NULL;
+SELECT;

@@ -150,7 +150,6 @@ DECLARE
     allowed integer;
     claimed integer;
     finished integer;  -- jobs marked done in step 1
-    settled integer;  -- their children released or cancelled (dependencies.sql)
     running integer;
     bucket double precision;  -- tokens after the refill
     clock timestamptz;
@@ -176,14 +175,11 @@ BEGIN
               AND j.locked_by = worker
             RETURNING CASE WHEN j.metadata ? 'waited'
                            THEN pg_notify({{done_channel}}, j.id::text) END,
-                      CASE WHEN j.metadata ? 'dependents' THEN j.id END AS parent, j.result
+                      CASE WHEN j.metadata ? 'dependents'
+                           THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'],
+                                                              ARRAY[j.result]) END
         )
-        SELECT count(*), {{schema}}.settle_dependents(
-                   array_agg(parent) FILTER (WHERE parent IS NOT NULL),
-                   array_agg('done'::text) FILTER (WHERE parent IS NOT NULL),
-                   array_agg(result) FILTER (WHERE parent IS NOT NULL))
-        INTO finished, settled
-        FROM done;
+        SELECT count(*) INTO finished FROM done;
     END IF;
     -- 2. The queues' locks, queue by queue in one order for every worker (two workers
     --    locking the same queues never deadlock), held until our commit.

@@ -28,8 +28,11 @@
 --   one's edge visible. So the completion of the last parent, and only it, sees no
 --   open edge; `status = 'waiting'`, re-checked under the lock, makes the release
 --   happen once.
--- - Deadlocks between completions that lock several children in different orders are
---   possible only across statements, and are retried (40P01 is transient).
+-- - Children are locked in id order within a call. The done paths call once per
+--   parent row (a call per batch would cost every job more: dequeue_completing.sql), so
+--   two batches whose parents have different children in crossed orders can deadlock;
+--   PostgreSQL then aborts one statement, whose outcomes the worker writes again
+--   (40P01 is a transient error). No outcome is lost, the release is only later.
 --
 -- Their DECLARE sections name pg_catalog's types: add_dependencies() runs the others as
 -- the schema's owner, and PL/pgSQL keeps the types of a session's first call (wake.sql).
