@@ -8,7 +8,7 @@
 -- A job others depend on (`dependents`) settles its children in its RETURNING, one
 -- call per such row (sql/functions/dependencies.sql): for the other rows that is one
 -- NULL test, as for `waited`. (One call for the whole batch would need a second CTE
--- reading this one: its tuplestore costs every job about 1.5% more server instructions,
+-- reading this one, whose tuplestore costs every job server instructions, measurably:
 -- benchmarks/instructions.py.)
 completed AS (
     UPDATE {{schema}}.jobs j
