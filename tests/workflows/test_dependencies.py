@@ -26,6 +26,7 @@ from aiopgq import (
     Worker,
 )
 
+from ..support.cli import run_cli
 from ..support.helpers import eventually
 
 
@@ -544,3 +545,15 @@ async def test_children_enqueued_while_their_parents_complete_are_all_released(
             children.append(await quick.enqueue(n=-n, depends_on=parent))
         finals = await ended(queue, *children, within=60)
     assert all(final.status is JobStatus.DONE for final in finals)
+
+
+async def test_the_command_line_shows_waiting_jobs(dsn: str, queue: Queue) -> None:
+    parent = await queue.enqueue("step", {})
+    child = await queue.enqueue("step", {}, depends_on=parent)
+    listed = run_cli(dsn, queue.schema, "--schema", queue.schema, "jobs", "--status", "waiting")
+    assert listed.returncode == 0, listed.stderr
+    assert str(child.id) in listed.stdout and str(parent.id) not in listed.stdout.split()
+    shown = run_cli(dsn, queue.schema, "--schema", queue.schema, "job", str(child.id))
+    assert shown.returncode == 0 and "waiting" in shown.stdout, shown.stdout
+    status = run_cli(dsn, queue.schema, "--schema", queue.schema, "status")
+    assert "waiting" in status.stdout, status.stdout
