@@ -238,6 +238,25 @@ class JobContext:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"set_result: the value cannot be stored as JSON ({exc})") from None
 
+    async def parent_results(self) -> dict[int, Any]:
+        """The results of this job's parents (enqueued with `depends_on=`) that ended done:
+        `{parent_job_id: result}`, in id order. With `on_parent_failure="run"` a parent that
+        failed or was cancelled has no entry; a job without parents gets `{}`. Each result
+        is kept with the dependency when its parent finishes, so a parent archived or
+        pruned since is still there.
+
+        >>> async def report(ctx: JobContext) -> int:
+        ...     return sum((await ctx.parent_results()).values())
+
+        Returns:
+            The done parents' results by job id, as JSON decoded (None for a parent
+                that returned nothing).
+        """
+        services = self._services
+        async with services.pool.acquire() as conn:
+            rows = await conn.fetch(services.sql.parent_results, self.job_id)
+        return {row[0]: None if row[1] is None else decode_payload(row[1]) for row in rows}
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """A connection in a transaction that also commits the job's `done`: your rows and

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, TypedDict
@@ -16,6 +16,22 @@ PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 OnConflict = Literal["ignore", "replace", "raise"]
 ON_CONFLICT: tuple[OnConflict, ...] = ("ignore", "replace", "raise")
 
+# What a parent that ends failed or cancelled does to a job that depends on it
+# (sql/functions/dependencies.sql).
+OnParentFailure = Literal["cancel", "run"]
+ON_PARENT_FAILURE: tuple[OnParentFailure, ...] = ("cancel", "run")
+
+
+class HasId(Protocol):
+    """A job as depends_on takes it: anything with the job's id (an aiopgq.Job)."""
+
+    @property
+    def id(self) -> int: ...
+
+
+# depends_on: one job or id, or several.
+Parents = HasId | int | Iterable[HasId | int]
+
 
 class JobOptions(TypedDict, total=False):
     """Where, when and how a job runs: the options of every enqueue path (None: the
@@ -26,7 +42,10 @@ class JobOptions(TypedDict, total=False):
     int, higher runs first. max_attempts: runs before it ends failed. on_conflict and
     unique_for: what a held idempotency key does ("ignore", "replace", "raise") and how
     long a done job keeps its key. concurrency_key: the job's key for its queue's
-    per-key limit.
+    per-key limit. depends_on: jobs (or their ids) that must all be done before this one
+    runs; until then it is `waiting`. on_parent_failure: what a parent that ends failed
+    or cancelled does to it: "cancel" (default: it is cancelled, and its own dependents
+    after it) or "run" (it runs once every parent has finished).
     """
 
     queue: str | None
@@ -37,6 +56,8 @@ class JobOptions(TypedDict, total=False):
     on_conflict: OnConflict
     unique_for: timedelta | float | None
     concurrency_key: str | None
+    depends_on: Parents | None
+    on_parent_failure: OnParentFailure
 
 
 class _OneKey(TypedDict, total=False):
@@ -127,6 +148,8 @@ class Options:
     max_attempts: int
     run_at: datetime | None  # None: now, by the server's clock
     concurrency_key: str | None = None  # the key of a queue's per-key limit
+    parents: tuple[int, ...] = ()  # depends_on's job ids, in order, each once
+    on_parent_failure: OnParentFailure = "cancel"
 
 
 def resolve_options(
@@ -138,6 +161,8 @@ def resolve_options(
     priority: int | None,
     max_attempts: int | None,
     concurrency_key: str | None = None,
+    depends_on: Parents | None = None,
+    on_parent_failure: OnParentFailure | None = None,
 ) -> Options:
     """Checked options; `known` is the task if it is registered in this process."""
     if queue == "":  # not "no queue given", which is None: a name that went missing
@@ -153,7 +178,41 @@ def resolve_options(
         max_attempts=check_max_attempts(_or(max_attempts, known.max_attempts if known else 5)),
         run_at=resolve_run_at(run_at, delay),
         concurrency_key=None if concurrency_key is None else check_key(concurrency_key),
+        parents=parent_ids(depends_on),
+        on_parent_failure=check_on_parent_failure(on_parent_failure),
     )
+
+
+def parent_ids(depends_on: Parents | None) -> tuple[int, ...]:
+    """depends_on's job ids, in order, each once: from a Job or an id, or several."""
+    if depends_on is None:
+        return ()
+    items: Iterable[Any]
+    if isinstance(depends_on, (str, bytes)) or not isinstance(depends_on, Iterable):
+        items = (depends_on,)
+    else:
+        items = depends_on
+    ids: dict[int, None] = {}
+    for item in items:
+        value = item if isinstance(item, int) else getattr(item, "id", None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TypeError(
+                f"depends_on takes jobs (aiopgq.Job) or job ids (ints >= 1), one or a list; "
+                f"got {shown(item)}"
+            )
+        ids[value] = None
+    return tuple(ids)
+
+
+def check_on_parent_failure(value: OnParentFailure | None) -> OnParentFailure:
+    if value is None:
+        return "cancel"
+    if value not in ON_PARENT_FAILURE:
+        raise ValueError(
+            f"on_parent_failure must be 'cancel' or 'run', got {shown(value)}: 'cancel' "
+            "cancels the job when a parent ends failed or cancelled, 'run' runs it anyway"
+        )
+    return value
 
 
 def _or(value: int | None, fallback: int) -> int:

@@ -16,13 +16,15 @@ import asyncpg
 
 
 class JobStatus(str, enum.Enum):
-    """Where a job is in its life: pending -> running -> done / failed / cancelled."""
+    """Where a job is in its life: pending -> running -> done / failed / cancelled; a job
+    enqueued with depends_on= is waiting until its parents are done, then pending."""
 
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,7 @@ class QueueStats:
         paused: True while the queue is paused.
         window: the window's length in seconds (inf: every job retained).
         progress: the mean progress (0 to 1) of the running jobs that report it, or None.
+        waiting: jobs waiting for their parents (enqueued with depends_on=).
     """
 
     queue: str
@@ -205,6 +208,7 @@ class QueueStats:
     paused: bool
     window: float
     progress: float | None = None  # the mean progress of the running jobs that report it
+    waiting: int = 0  # jobs waiting for their parents (depends_on)
 
     @classmethod
     def of(cls, row: Mapping[str, Any] | asyncpg.Record, window: float) -> QueueStats:

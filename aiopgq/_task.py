@@ -152,9 +152,9 @@ class Task(Generic[P, R]):
     async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
         """Enqueue one run with these arguments; returns the Job (with its id). The enqueue
         options (`EnqueueOptions`: queue, run_at or delay, priority, max_attempts,
-        connection, idempotency_key, on_conflict, unique_for, concurrency_key,
-        enqueue_retry_for) go with the task's own keyword arguments: a task cannot have a
-        parameter of those names. The task's settings are the defaults.
+        connection, idempotency_key, on_conflict, unique_for, concurrency_key, depends_on,
+        on_parent_failure, enqueue_retry_for) go with the task's own keyword arguments: a
+        task cannot have a parameter of those names. The task's settings are the defaults.
 
         >>> job = await add.enqueue(1, b=2, delay=timedelta(seconds=5))
         >>> job = await add.enqueue(1, b=2, connection=conn)  # inside your transaction
@@ -171,6 +171,7 @@ class Task(Generic[P, R]):
             TypeError: as `Queue.enqueue`.
             ValueError: as `Queue.enqueue`.
             DuplicateJob: as `Queue.enqueue`.
+            JobNotFound: as `Queue.enqueue`.
             PayloadTooLarge: as `Queue.enqueue`.
             ConfigurationError: as `Queue.enqueue`.
             QueueNotOpen: as `Queue.enqueue`.
@@ -198,6 +199,7 @@ class Task(Generic[P, R]):
             TypeError: as `Queue.enqueue`.
             ValueError: as `Queue.enqueue`.
             DuplicateJob: as `Queue.enqueue`.
+            JobNotFound: as `Queue.enqueue`.
             PayloadTooLarge: as `Queue.enqueue`.
             ConfigurationError: as `Queue.enqueue`.
             QueueNotOpen: as `Queue.enqueue`.

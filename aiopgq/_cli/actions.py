@@ -19,7 +19,7 @@ def register(add: AddCommand) -> None:
     resume.add_argument("queues", nargs="+", metavar="QUEUE", help="the queues to resume")
     resume.set_defaults(run=resume_queues)
 
-    cancel = add("cancel", "cancel pending or running jobs (a running handler is stopped)")
+    cancel = add("cancel", "cancel pending, waiting or running jobs (a running handler is stopped)")
     cancel.add_argument("ids", nargs="+", type=int, metavar="ID", help="the jobs to cancel")
     cancel.set_defaults(run=cancel_jobs)
 

@@ -39,7 +39,7 @@ class Admin:
                 return list(await conn.fetchval(self._core.sql.paused_queues, None))
 
     async def cancel(self, job_id: int) -> bool:
-        """Cancel a pending or running job: True if this call cancelled it, False if it had ..."""
+        """Cancel a pending, waiting or running job: True if this call cancelled it, False if ..."""
         async with self._core.pool.acquire() as conn:
             with missing_schema_as_error(self._core.schema):
                 row = await conn.fetchrow(self._core.sql.cancel, job_id, self._core.sql.channel)

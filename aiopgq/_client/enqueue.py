@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -24,13 +25,15 @@ from .._enqueue_options import (
     ONE_JOB_OPTIONS,
     EnqueueManyOptions,
     EnqueueOptions,
+    Options,
     TaskDefaults,
     check_option_names,
 )
 from .._errors import PayloadTooLarge
-from .._models import Job, build_job
-from .._observer import observe_enqueue
+from .._models import Job, JobStatus, build_job
+from .._observer import ObservedEnqueue, Observer, observe_enqueue
 from .core import Core
+from .dependencies import add_parents, refuse_without_ids
 from .hooks import Hooks
 from .inserts import Batch, copy_batch, insert_batch, insert_job
 from .prepare import prepare_many, prepare_one
@@ -87,8 +90,11 @@ class Enqueue:
                     self._waiter,
                 )
             return (await self._after(jobs))[0]
+        status = JobStatus.PENDING
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
-            if core.observer is None:
+            if opts.parents:
+                row, status = await self._one_with_parents(task, text, opts, connection, retry_for)
+            elif core.observer is None:
                 row = await core.run(
                     connection,
                     lambda conn: insert_job(conn, core.sql, task, text, opts),
@@ -112,11 +118,58 @@ class Enqueue:
             created_at=row[2],
             max_attempts=opts.max_attempts,
             concurrency_key=opts.concurrency_key,
+            status=status,
             waiter=self._waiter,
         )
         if self._hooks.enqueue_hooks:
             await self._hooks.enqueued([job])
         return job
+
+    async def _one_with_parents(
+        self,
+        task: str,
+        text: str,
+        opts: Options,
+        connection: Connection | None,
+        retry_for: float | timedelta | None,
+    ) -> tuple[asyncpg.Record, JobStatus]:
+        """Insert one job and give it its parents, in one transaction (inside the
+        caller's, if it gives a connection): its row and its status."""
+        core = self._core
+
+        async def op(conn: Connection) -> tuple[asyncpg.Record, JobStatus]:
+            async with conn.transaction():
+                row = await insert_job(conn, core.sql, task, text, opts, seen.trace)
+                return row, await add_parents(conn, core.sql, [row[0]], opts)
+
+        with _observed(core.observer, task, opts.queue, 1) as seen:
+            row, status = await core.run(connection, op, retry_for)
+            seen.job_ids = [row[0]]
+        return row, status
+
+    async def _many_with_parents(
+        self,
+        batch: Batch,
+        connection: Connection | None,
+        retry_for: float | timedelta | None,
+    ) -> list[Job]:
+        """Insert a batch and give its jobs their parents (the same for all), in one
+        transaction."""
+        core = self._core
+        opts = batch.options
+
+        async def op(conn: Connection) -> list[Job]:
+            async with conn.transaction():
+                jobs = await insert_batch(conn, core.sql, batch, seen.trace, self._waiter)
+                status = await add_parents(conn, core.sql, [job.id for job in jobs], opts)
+            if status is JobStatus.PENDING:
+                return jobs
+            return [dataclasses.replace(job, status=status) for job in jobs]
+
+        with _observed(core.observer, batch.task, opts.queue, len(batch.payloads)) as seen:
+            jobs = await core.run(connection, op, retry_for)
+            seen.job_ids = [job.id for job in jobs]
+        return jobs
 
     async def many(
         self,
@@ -137,7 +190,9 @@ class Enqueue:
             jobs, _ = await self._keyed(batch, unique, connection, retry_for)
             return await self._after(jobs)
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
-            if core.observer is None:
+            if batch.options.parents:
+                jobs = await self._many_with_parents(batch, connection, retry_for)
+            elif core.observer is None:
                 jobs = await core.run(
                     connection,
                     lambda conn: insert_batch(conn, core.sql, batch, waiter=self._waiter),
@@ -166,6 +221,7 @@ class Enqueue:
         """COPY the jobs in (no JSON parsing on the server); the count of new jobs."""
         core = self._core
         batch, unique = await self._prepared(task, payloads, known, options, "copy_many")
+        refuse_without_ids(batch.options, "copy_many")
         connection = options.get("connection")
         retry_for = options.get("enqueue_retry_for")
         if not batch.payloads:
@@ -257,6 +313,15 @@ class Enqueue:
         if self._hooks.enqueue_hooks:
             await self._hooks.enqueued(jobs)
         return jobs
+
+
+def _observed(
+    observer: Observer | None, task: str, queue: str, count: int
+) -> contextlib.AbstractContextManager[ObservedEnqueue]:
+    """The observers' span around an enqueue, or nothing (no trace) without observers."""
+    if observer is None:
+        return contextlib.nullcontext(ObservedEnqueue(None))
+    return observe_enqueue(observer, task, queue, count)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import asyncpg
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._enqueue_options import Options, TaskDefaults
-from .._models import Job, JobWaiter, build_jobs
+from .._models import Job, JobStatus, JobWaiter, build_jobs
 from .._payload import encode_each_payload, encode_payloads
 
 
@@ -122,10 +122,15 @@ async def insert_batch(
 
 
 def batch_jobs(
-    batch: Batch, ids: Sequence[int], created_at: datetime, waiter: JobWaiter | None = None
+    batch: Batch,
+    ids: Sequence[int],
+    created_at: datetime,
+    waiter: JobWaiter | None = None,
+    status: JobStatus = JobStatus.PENDING,
 ) -> list[Job]:
     """The Jobs of a batch the bulk insert made (its ids and created_at): for Queue and
-    SyncQueue alike; `waiter`: where their wait() waits."""
+    SyncQueue alike; `waiter`: where their wait() waits; `status`: theirs (jobs with
+    parents may be waiting)."""
     opts = batch.options
     return build_jobs(
         ids,
@@ -137,6 +142,7 @@ def batch_jobs(
         created_at=created_at,
         max_attempts=opts.max_attempts,
         concurrency_key=opts.concurrency_key,
+        status=status,
         waiter=waiter,  # a key of the fields every job copies: no work per job
     )
 

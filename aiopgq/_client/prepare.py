@@ -16,6 +16,11 @@ from .._payload import encode_payload
 from .inserts import Batch, make_batch
 from .unique import Uniqueness, uniqueness
 
+_KEYED_PARENTS = (
+    "depends_on takes no idempotency key: the job that holds the key may have been "
+    "enqueued without those parents; enqueue without the key, or without depends_on"
+)
+
 
 @dataclass
 class OneJob:
@@ -42,11 +47,14 @@ def prepare_one(
     if payload is not None and defaults is not None and not checked:
         defaults.check_keywords(payload)
     arguments = dict(payload or {})
+    resolved = resolve(defaults, options)
+    if resolved.parents and key is not None:
+        raise TypeError(_KEYED_PARENTS)
     return OneJob(
         task,
         arguments,
         encode_payload(arguments, task, max_payload_bytes),
-        resolve(defaults, options),
+        resolved,
         uniqueness(
             None if key is None else [key],
             1,
@@ -65,7 +73,10 @@ def prepare_many(
     max_payload_bytes: int,
 ) -> tuple[Batch, Uniqueness | None]:
     """Jobs of `task` for one statement, checked against its arguments, and their keys."""
-    batch = make_batch(defaults, task, payloads, max_payload_bytes, resolve(defaults, options))
+    resolved = resolve(defaults, options)
+    if resolved.parents and keys is not None and any(key is not None for key in keys):
+        raise TypeError(_KEYED_PARENTS)
+    batch = make_batch(defaults, task, payloads, max_payload_bytes, resolved)
     unique = uniqueness(
         keys,
         len(batch.payloads),
@@ -85,4 +96,6 @@ def resolve(defaults: TaskDefaults | None, options: JobOptions) -> Options:
         priority=options.get("priority"),
         max_attempts=options.get("max_attempts"),
         concurrency_key=options.get("concurrency_key"),
+        depends_on=options.get("depends_on"),
+        on_parent_failure=options.get("on_parent_failure"),
     )

@@ -507,7 +507,9 @@ class Queue:
                 int, at least 1; default 5), `idempotency_key` (a str of up to 1,000 bytes),
                 `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
                 `unique_for` (seconds or a timedelta a done job keeps its key),
-                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
+                ids, one or a list, that must be done before it runs: docs/workflows.md),
+                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
                 connection of yours: the job commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
@@ -521,6 +523,7 @@ class Queue:
             ValueError: an option out of its range, or a payload over `max_payload_bytes`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             PayloadTooLarge: the database refused the payload as over its size limit.
             ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
             QueueNotOpen: the queue is not open (and no `connection` was given).
@@ -552,7 +555,9 @@ class Queue:
                 int, at least 1; default 5), `idempotency_keys` (one key or None per payload),
                 `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
                 `unique_for` (seconds or a timedelta a done job keeps its key),
-                `concurrency_key` (a str of up to 200 characters), `connection` (an asyncpg
+                `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
+                ids, one or a list, that must be done before it runs: docs/workflows.md),
+                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
                 connection of yours: the job commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
@@ -567,6 +572,7 @@ class Queue:
                 over `max_payload_bytes`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             PayloadTooLarge: the database refused the payload as over its size limit.
             ConfigurationError: a bad `enqueue_retry_for`, or one with `connection`.
             QueueNotOpen: the queue is not open (and no `connection` was given).
@@ -801,12 +807,14 @@ class Queue:
         return await self._admin.paused_queues()
 
     async def cancel(self, job_id: int) -> bool:
-        """Cancel a pending or running job: True if this call cancelled it, False if it had
-        finished (nothing changes); JobNotFound, as get_job, when no job has that id.
+        """Cancel a pending, waiting or running job: True if this call cancelled it, False if
+        it had finished (nothing changes); JobNotFound, as get_job, when no job has that id.
 
         A running job ends `cancelled` at once and is not retried; its worker stops the
         handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
-        handler running in a thread cannot be interrupted: its result is discarded.
+        handler running in a thread cannot be interrupted: its result is discarded. The
+        jobs that depend on it (`depends_on=`) are cancelled with it, unless they were
+        enqueued with `on_parent_failure="run"` (docs/workflows.md).
 
         >>> if await queue.cancel(job.id): print("cancelled, running or not")
 
@@ -825,7 +833,8 @@ class Queue:
     async def retry(self, job_id: int) -> bool:
         """Re-queue a failed or cancelled job as new (attempts reset, run now); its past
         errors stay in `Job.errors`. False if the job is in another state, or a live job
-        holds its idempotency key; JobNotFound if there is no such job.
+        holds its idempotency key; JobNotFound if there is no such job. The jobs that its
+        failure cancelled (`depends_on=`) wait for it again (docs/workflows.md).
 
         >>> await queue.retry(job.id)
         True

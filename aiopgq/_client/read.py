@@ -75,6 +75,7 @@ class Read:
                 ("failed", q.failed, None, None),
                 ("pending", q.runnable + q.scheduled, q.oldest_runnable_age, None),
                 ("running", q.running, None, q.progress),
+                ("waiting", q.waiting, None, None),
             )
             for status, jobs, age, progress in counts:
                 if jobs:

@@ -27,7 +27,7 @@ from .._enqueue_options import (
     check_option_names,
 )
 from .._errors import ConfigurationError, JobNotFound, SchemaError
-from .._models import Job, build_job, job_from_record
+from .._models import Job, JobStatus, build_job, job_from_record
 from .._task import Task
 from .inserts import batch_jobs
 from .prepare import prepare_many, prepare_one
@@ -52,6 +52,7 @@ _STATEMENTS = (
     "set_concurrency_key",
     "get_job",
     "registered_tasks",
+    "add_dependencies",
 )
 
 
@@ -155,6 +156,7 @@ class SyncQueue:
             ValueError: as `Queue.enqueue`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
             ConfigurationError: no database given or set, or it cannot be reached.
         """
@@ -176,12 +178,15 @@ class SyncQueue:
                 )
                 return jobs[0]
             values = (task, job.text, opts.queue, opts.priority, opts.run_at, opts.max_attempts)
-            if opts.concurrency_key is None:
-                row = self._fetchone(conn, "insert_job", _params(*values))
-            else:
-                row = self._fetchone(
-                    conn, "insert_job_keyed", _params(*values, opts.concurrency_key, None)
-                )
+            with self._parents_transaction(conn, opts):
+                if opts.concurrency_key is None:
+                    row = self._fetchone(conn, "insert_job", _params(*values))
+                else:
+                    row = self._fetchone(
+                        conn, "insert_job_keyed", _params(*values, opts.concurrency_key, None)
+                    )
+                assert row is not None
+                status = self._add_parents(conn, [row[0]], opts)
         assert row is not None
         return build_job(
             id=row[0],
@@ -193,6 +198,7 @@ class SyncQueue:
             created_at=row[2],
             max_attempts=opts.max_attempts,
             concurrency_key=opts.concurrency_key,
+            status=status,
         )
 
     def enqueue_many(
@@ -219,6 +225,7 @@ class SyncQueue:
             ValueError: as `Queue.enqueue`.
             TaskNotFound: no worker registered the task, while some registered others.
             DuplicateJob: with `on_conflict="raise"`, a job holds the idempotency key.
+            JobNotFound: a job in `depends_on` does not exist (or was pruned).
             SchemaError: the schema is missing or outdated (run `aiopgq migrate`).
             ConfigurationError: no database given or set, or it cannot be reached.
         """
@@ -242,14 +249,43 @@ class SyncQueue:
                 )
                 return jobs
             values = (task, batch.as_array(), opts.queue, opts.priority, opts.run_at)
-            if opts.concurrency_key is None:
-                row = self._fetchone(conn, "insert_jobs", _params(*values, opts.max_attempts))
-            else:
-                params = _params(*values, opts.max_attempts, opts.concurrency_key, None)
-                row = self._fetchone(conn, "insert_jobs_keyed", params)
+            with self._parents_transaction(conn, opts):
+                if opts.concurrency_key is None:
+                    row = self._fetchone(conn, "insert_jobs", _params(*values, opts.max_attempts))
+                else:
+                    params = _params(*values, opts.max_attempts, opts.concurrency_key, None)
+                    row = self._fetchone(conn, "insert_jobs_keyed", params)
+                assert row is not None
+                ids, created_at = row
+                status = self._add_parents(conn, ids, opts)
+        return batch_jobs(batch, ids, created_at, status=status)
+
+    def _parents_transaction(
+        self, conn: psycopg.Connection[Any], opts: Options
+    ) -> contextlib.AbstractContextManager[Any]:
+        """The insert and its parents in one transaction (a savepoint inside the caller's);
+        nothing for jobs without parents."""
+        return conn.transaction() if opts.parents else contextlib.nullcontext()
+
+    def _add_parents(
+        self, conn: psycopg.Connection[Any], ids: list[int], opts: Options
+    ) -> JobStatus:
+        """The new jobs' parents (depends_on), given in the insert's transaction; the
+        status they all have now."""
+        if not opts.parents:
+            return JobStatus.PENDING
+        from psycopg import errors
+
+        try:
+            row = self._fetchone(
+                conn,
+                "add_dependencies",
+                _params(list(ids), list(opts.parents), opts.on_parent_failure),
+            )
+        except errors.ForeignKeyViolation as exc:
+            raise JobNotFound(str(exc).strip()) from None
         assert row is not None
-        ids, created_at = row
-        return batch_jobs(batch, ids, created_at)
+        return JobStatus(row[1])
 
     def _defaults(self, task: str, conn: psycopg.Connection[Any]) -> TaskDefaults | None:
         """The task registered here, else the registry's declaration, if any."""

@@ -8,11 +8,14 @@
 -- returns the cancelled jobs it still holds). locked_by stays: it names the worker that
 -- ran the job. FOR UPDATE waits for a claim or completion that holds the row, then
 -- re-reads its status (so `was` is the status it had when cancelled). A job someone
--- awaits is announced on the done channel (complete_done.sql).
+-- awaits is announced on the done channel (complete_done.sql). A waiting job (it has
+-- parents) is cancelled as a pending one; a job others depend on settles its children
+-- (sql/functions/dependencies.sql: with the default policy they are cancelled too,
+-- transitively).
 WITH target AS (
     SELECT id, status AS was
     FROM {{schema}}.jobs
-    WHERE id = $1 AND status IN ('pending', 'running')
+    WHERE id = $1 AND status IN ('pending', 'running', 'waiting')
     FOR UPDATE
 ), cancelled AS (
     UPDATE {{schema}}.jobs j
@@ -20,11 +23,15 @@ WITH target AS (
     FROM target
     WHERE j.id = target.id
     RETURNING j.id, j.task, j.queue, target.was,
-        CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
+        CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
+        j.metadata ? 'dependents' AS has_dependents
 )
 SELECT c.id IS NOT NULL AS cancelled, c.task, c.queue, c.was::text AS was,
        CASE WHEN c.was = 'running'
-            THEN pg_notify($2, jsonb_build_object('cancel', c.id)::text) END AS notified
+            THEN pg_notify($2, jsonb_build_object('cancel', c.id)::text) END AS notified,
+       CASE WHEN c.has_dependents
+            THEN {{schema}}.settle_dependents(ARRAY[c.id], ARRAY['cancelled'], NULL) END
+           AS settled
 FROM {{schema}}.jobs j
 LEFT JOIN cancelled c ON true
 WHERE j.id = $1;

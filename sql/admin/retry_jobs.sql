@@ -5,6 +5,10 @@
 -- schema kept a history, gets its last_error as the first entry); last_error stays the
 -- latest error. Wakes the workers of their
 -- queues on channel $3 (an UPDATE fires no insert trigger). Returns the ids retried.
+-- A retried job that others depend on reopens its edges and brings back the children
+-- its failure cancelled (revive_dependents(), sql/functions/dependencies.sql). A job
+-- with parents that is retried itself runs at once, as any retried job: retrying it
+-- is the operator's decision over its parents' outcome.
 --
 -- An idempotency key allows one live job: a job whose key a live job holds stays
 -- as it is, and of several with the same key only the newest is retried. A live job
@@ -30,8 +34,10 @@ WITH candidates AS (
         metadata = j.metadata - 'snoozes'  -- a new job snoozes max_snoozes times again
     FROM candidates
     WHERE j.id = candidates.id AND j.status = ANY($2::{{schema}}.job_status[])
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.metadata ? 'dependents' AS has_dependents
 )
 SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM retried), '{}') AS ids,
        (SELECT count(pg_notify($3, queue)) FROM (SELECT DISTINCT queue FROM retried) AS q)
-           AS notified;
+           AS notified,
+       (SELECT {{schema}}.revive_dependents(array_agg(id ORDER BY id))
+        FROM retried WHERE has_dependents) AS revived;

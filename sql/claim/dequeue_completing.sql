@@ -5,11 +5,18 @@
 -- CTE runs to completion, RETURNING list included, whether the query reads it or
 -- not: that is where a job someone awaits (`waited` in its metadata) is announced, as
 -- in complete_done.sql.
+-- A job others depend on (`dependents`) settles its children in its RETURNING, one
+-- call per such row (sql/functions/dependencies.sql): for the other rows that is one
+-- NULL test, as for `waited`. (One call for the whole batch would need a second CTE
+-- reading this one, whose tuplestore costs every job server instructions, measurably:
+-- benchmarks/instructions.py.)
 completed AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
     FROM unnest($4::bigint[], $5::int[], $6::text[]) AS o(id, attempt, result)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
-    RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
+    RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
+        CASE WHEN j.metadata ? 'dependents'
+             THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'], ARRAY[j.result]) END
 )

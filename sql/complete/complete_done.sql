@@ -3,13 +3,17 @@
 -- owner), $3 results as JSON text (NULL for none), $4 worker id. A job someone awaits
 -- (`waited` in its metadata: see the column in migrations/baseline_*.sql) is announced
 -- on the done channel; for the others (metadata NULL) the RETURNING expression is one
--- NULL test, and nothing goes to the client.
+-- NULL test, and nothing goes to the client. A job that others depend on (`dependents`)
+-- settles its children in this statement (sql/functions/dependencies.sql), one call per
+-- such row as in dequeue_completing.sql; for the others that is a second NULL test.
 WITH done AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
     FROM unnest($1::bigint[], $2::int[], $3::text[]) AS o(id, attempt, result)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4
-    RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END
+    RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
+        CASE WHEN j.metadata ? 'dependents'
+             THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'], ARRAY[j.result]) END
 )
 SELECT;

@@ -5,7 +5,9 @@
 -- $6 worker id. Each error also joins the job's history (push_error,
 -- sql/functions/metadata.sql).
 -- A job that ends failed and that someone awaits (`waited` in its metadata) is
--- announced on the done channel (the fourth column, always NULL).
+-- announced on the done channel (the fourth column, always NULL). A job that ends
+-- failed and that others depend on settles its children (sql/functions/dependencies.sql).
+WITH ended AS (
 UPDATE {{schema}}.jobs j
 SET status = CASE
         WHEN o.final OR j.attempts >= j.max_attempts THEN 'failed'::{{schema}}.job_status
@@ -22,6 +24,12 @@ SET status = CASE
 FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::text[], $5::bool[])
     AS o(id, attempt, delay, error, final)
 WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $6
-RETURNING j.id, j.status::text, j.run_at,
+RETURNING j.id, j.status::text AS status, j.run_at,
     CASE WHEN j.metadata ? 'waited' AND j.status = 'failed'
-         THEN pg_notify({{done_channel}}, j.id::text) END;
+         THEN pg_notify({{done_channel}}, j.id::text) END AS notified,
+    CASE WHEN j.metadata ? 'dependents' AND j.status = 'failed' THEN j.id END AS parent
+), settled AS (
+    SELECT {{schema}}.settle_dependents(array_agg(parent), array_agg('failed'::text), NULL)
+    FROM ended WHERE parent IS NOT NULL
+)
+SELECT e.id, e.status, e.run_at, e.notified FROM ended e, settled;

@@ -13,7 +13,9 @@
 -- expression reads the row as it was (snoozes(j.metadata) is the count before this one).
 -- An error (an abort, or a snooze over the limit) joins the job's error history as in
 -- complete_error.sql. Returns each job's new status and run_at (retry times wake the
--- fetcher), and announces finished jobs someone awaits (complete_done.sql).
+-- fetcher), and announces finished jobs someone awaits (complete_done.sql); a finished
+-- job others depend on settles its children (sql/functions/dependencies.sql).
+WITH ended AS (
 UPDATE {{schema}}.jobs j
 SET status = CASE
         WHEN o.kind = 'done' THEN 'done'::{{schema}}.job_status
@@ -62,6 +64,13 @@ FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::t
             $7::bool[], $8::float8[], $9::text[], $10::text[], $11::int[])
     AS o(id, attempt, kind, result, delay, error, final, progress, state, event, max_snoozes)
 WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $12
-RETURNING j.id, j.status::text, j.run_at,
+RETURNING j.id, j.status::text AS status, j.run_at,
     CASE WHEN j.metadata ? 'waited' AND j.status <> 'pending'
-         THEN pg_notify({{done_channel}}, j.id::text) END;
+         THEN pg_notify({{done_channel}}, j.id::text) END AS notified,
+    CASE WHEN j.metadata ? 'dependents' AND j.status <> 'pending' THEN j.id END AS parent,
+    j.result
+), settled AS (
+    SELECT {{schema}}.settle_dependents(array_agg(parent), array_agg(status), array_agg(result))
+    FROM ended WHERE parent IS NOT NULL
+)
+SELECT e.id, e.status, e.run_at, e.notified FROM ended e, settled;

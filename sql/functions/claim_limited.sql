@@ -163,7 +163,8 @@ DECLARE
     cut_at text;
 BEGIN
     -- 1. Outcomes first: their jobs no longer count against any limit below.
-    --    A job someone awaits is announced on the done channel (complete_done.sql).
+    --    A job someone awaits is announced on the done channel (complete_done.sql); one
+    --    that others depend on settles its children (dependencies.sql).
     IF cardinality(done_ids) > 0 THEN
         WITH done AS (
             UPDATE {{schema}}.jobs j
@@ -173,7 +174,10 @@ BEGIN
             WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running'
               AND j.locked_by = worker
             RETURNING CASE WHEN j.metadata ? 'waited'
-                           THEN pg_notify({{done_channel}}, j.id::text) END
+                           THEN pg_notify({{done_channel}}, j.id::text) END,
+                      CASE WHEN j.metadata ? 'dependents'
+                           THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'],
+                                                              ARRAY[j.result]) END
         )
         SELECT count(*) INTO finished FROM done;
     END IF;

@@ -1,6 +1,7 @@
 -- Enqueue one job from SQL, with the task's registered defaults and argument checks:
 --   SELECT aiopgq.enqueue('send_email', '{"to": "a@example.com"}');
 --   SELECT aiopgq.enqueue('report', '{}', concurrency_key => 'customer-42');
+--   SELECT aiopgq.enqueue('notify', '{}', depends_on => ARRAY[41, 42]);
 -- queue, priority and max_attempts default to the task's row in the registry (tasks,
 -- written by the workers that serve it), else 'default', 0 and 5. While the registry is
 -- not empty it refuses a task no worker registered (SQLSTATE P0002, no_data_found),
@@ -8,13 +9,18 @@
 -- (22023, invalid_parameter_value); an empty registry accepts any name.
 -- With an idempotency_key it goes through enqueue_unique() (unique_for, on_conflict) and
 -- returns the id of the new job or of the job holding the key.
+-- With depends_on (job ids) the job waits until they are all done
+-- (add_dependencies(), dependencies.sql; on_parent_failure 'cancel' or 'run'); it
+-- takes no idempotency_key (the job returned could be one enqueued before, without
+-- those parents).
 -- It runs as its caller (EXECUTE is PUBLIC's): the caller's grants on jobs decide, and
 -- enqueued_by stays the caller.
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '{}'::jsonb,
     queue text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT now(),
     priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT NULL::integer,
     idempotency_key text DEFAULT NULL::text, unique_for interval DEFAULT NULL::interval,
-    on_conflict text DEFAULT 'ignore'::text, concurrency_key text DEFAULT NULL::text)
+    on_conflict text DEFAULT 'ignore'::text, concurrency_key text DEFAULT NULL::text,
+    depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text)
  RETURNS bigint
  LANGUAGE plpgsql
 AS $function$
@@ -65,7 +71,15 @@ BEGIN
                 coalesce(enqueue.max_attempts, declared.max_attempts, 5),
                 enqueue.concurrency_key)
         RETURNING id INTO new_id;
+        IF enqueue.depends_on IS NOT NULL THEN
+            PERFORM {{schema}}.add_dependencies(ARRAY[new_id], enqueue.depends_on,
+                                               enqueue.on_parent_failure);
+        END IF;
         RETURN new_id;
+    END IF;
+    IF enqueue.depends_on IS NOT NULL THEN
+        RAISE EXCEPTION 'depends_on takes no idempotency_key: the job holding the key may have been enqueued without those parents'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT u.id INTO new_id
     FROM {{schema}}.enqueue_unique(

@@ -27,10 +27,12 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version, %I.tasks TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, jsonb, text, timestamptz, '
-                   'integer, integer, text, interval, text, text), %I.enqueue_unique(text, '
-                   'jsonb, text[], text, integer, timestamptz, integer, interval, text), '
-                   '%I.job_status(bigint) TO %I',
-                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
+                   'integer, integer, text, interval, text, text, bigint[], text), '
+                   '%I.enqueue_unique(text, jsonb, text[], text, integer, timestamptz, '
+                   'integer, interval, text), %I.job_status(bigint), '
+                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
+                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
+                   role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_producer(name) FROM PUBLIC;
@@ -51,6 +53,8 @@ BEGIN
                    '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.job_keys, %I.periodic_ticks TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job_dependencies TO %I',
+                   '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workers TO %I',
                    '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I.jobs_archive TO %I',
@@ -59,9 +63,10 @@ BEGIN
                    '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.take_ticks(text, timestamptz, timestamptz, '
                    'text, text, integer, integer, timestamptz[], text[]), %I.archive_extend(), '
-                   '%I.archive_drop(%I.job_status, timestamptz) TO %I',
+                   '%I.archive_drop(%I.job_status, timestamptz), '
+                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   role_name);
+                   '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_worker(name) FROM PUBLIC;

@@ -5,7 +5,8 @@
 -- past their retention and the pruner deletes them) stay, and so does a done job that
 -- still holds its idempotency key (unique_for, job_keys: enqueue_unique reads the
 -- holder in jobs), as in prune.sql. The key rows and ticks of the moved jobs go, as
--- the pruner's do. SKIP LOCKED: a row an operator is retrying waits for the next pass.
+-- the pruner's do, and so do their edges to their parents (job_dependencies: a finished
+-- child needs them no more). SKIP LOCKED: a row an operator is retrying waits for the next pass.
 -- The IN list proves the partial index's predicate for a generic plan too.
 WITH moved AS (
     DELETE FROM {{schema}}.jobs
@@ -37,5 +38,7 @@ WITH moved AS (
     )
 ), ticks_gone AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM moved)
+), edges_gone AS (
+    DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM moved)
 )
 SELECT count(*) FROM moved;

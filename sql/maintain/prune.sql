@@ -4,7 +4,8 @@
 -- predicate for a generic plan too (status = $1 alone cannot); the index leads with
 -- the status. A done job that still holds its idempotency key (unique_for, job_keys)
 -- stays until its window is over. The key rows and ticks of the deleted jobs go with
--- them (a key row that an enqueue has locked is left: that enqueue repoints it).
+-- them (a key row that an enqueue has locked is left: that enqueue repoints it), and so
+-- do their edges to their parents (job_dependencies, kept by child).
 WITH gone AS (
     DELETE FROM {{schema}}.jobs
     WHERE id IN (
@@ -31,5 +32,7 @@ WITH gone AS (
     )
 ), ticks_gone AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM gone)
+), edges_gone AS (
+    DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone;

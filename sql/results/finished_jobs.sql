@@ -3,7 +3,7 @@
 -- jobs there); the ids no job has (never enqueued, or pruned), with NULL columns; and
 -- the unfinished jobs not marked `waited` yet (watch_jobs.sql skipped them), with
 -- `unmarked` true.
-SELECT w.id AS wanted, j.status IN ('pending', 'running') AS unmarked,
+SELECT w.id AS wanted, j.status IN ('pending', 'running', 'waiting') AS unmarked,
        j.id, j.queue, j.task, j.payload, j.status::text, j.priority,
        j.attempts, j.max_attempts, j.run_at, j.locked_at, j.locked_by, j.heartbeat_at,
        j.last_error, j.result, j.created_at, j.finished_at, j.errors, j.tick,

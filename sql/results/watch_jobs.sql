@@ -8,7 +8,7 @@
 WITH candidates AS (
     SELECT id
     FROM {{schema}}.jobs
-    WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'running')
+    WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'running', 'waiting')
       AND (metadata ? 'waited') IS NOT TRUE
     FOR UPDATE SKIP LOCKED
 )

@@ -1,5 +1,5 @@
--- aiopgq schema, version 23, for a fresh install: the tables, types, indexes and
--- constraints as the numbered migrations up to 23 leave them, without the functions and
+-- aiopgq schema, version 24, for a fresh install: the tables, types, indexes and
+-- constraints as the numbered migrations up to 24 leave them, without the functions and
 -- the trigger (sql/functions/, applied after this) and schema_version (migrate() makes
 -- it). An installed schema is upgraded by the numbered migrations instead (sql/README.md).
 
@@ -11,13 +11,15 @@ CREATE FUNCTION {{schema}}.payload_limit() RETURNS bigint
 
 
 -- pending and running jobs are live, done, failed and cancelled ones finished (a failed
--- attempt with attempts left goes back to pending).
+-- attempt with attempts left goes back to pending); waiting ones wait for their parents
+-- (job_dependencies), then become pending. 'waiting' is last: migration 0024 added it.
 CREATE TYPE {{schema}}.job_status AS ENUM (
     'pending',
     'running',
     'done',
     'failed',
-    'cancelled'
+    'cancelled',
+    'waiting'
 );
 
 -- The archive's layout switch and its settings: one row (only_row). The layout and why
@@ -58,6 +60,20 @@ CREATE TABLE {{schema}}.job_keys (
     key text NOT NULL,
     job_id bigint,
     unique_for interval
+);
+
+-- The edges of depends_on=: one row per child and parent, kept with the child (the
+-- rows go when the child is pruned or archived: sql/maintain/prune.sql,
+-- archive_move.sql). `outcome` is the parent's final status once it has one (NULL
+-- before), and `result` its result when done: the completion that ends the parent
+-- writes both (sql/functions/dependencies.sql), so deciding the child and
+-- ctx.parent_results() never need the parent's row, which may since have been archived
+-- or pruned. A table of its own, like job_keys: jobs without dependencies store nothing.
+CREATE TABLE {{schema}}.job_dependencies (
+    child_id bigint NOT NULL,
+    parent_id bigint NOT NULL,
+    outcome {{schema}}.job_status,
+    result jsonb
 );
 
 -- The queue: one row per job, from its enqueue until it is pruned or archived. Every
@@ -114,6 +130,13 @@ CREATE TABLE {{schema}}.jobs (
     --   waited      true: someone awaits its end (queue.result(), job.wait()). The
     --               statements that end a job announce it on the done channel (payload:
     --               the job id) for these rows only; never cleared.
+    --   dependents  true: some job depends on this one (set by add_dependencies()
+    --               when a child is enqueued). The statements that end a job settle its
+    --               children for these rows only (sql/functions/dependencies.sql).
+    --   on_parent_failure  "cancel" or "run": this job has parents, and what a parent
+    --               that ends failed or cancelled does to it.
+    --   cancelled_by  the parent whose failure cancelled it: retrying that parent
+    --               revives it (revive_dependents()).
     -- One column, not one per key: five columns would cost five times one. Failures
     -- keep their own history, `errors`; `history` holds what is not an error (an abort
     -- is in both).
@@ -260,6 +283,9 @@ ALTER TABLE ONLY {{schema}}.archive_partitions
 ALTER TABLE ONLY {{schema}}.job_keys
     ADD CONSTRAINT job_keys_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY {{schema}}.job_dependencies
+    ADD CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id);
+
 ALTER TABLE ONLY {{schema}}.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
 
@@ -280,6 +306,13 @@ ALTER TABLE ONLY {{schema}}.tasks
 
 ALTER TABLE ONLY {{schema}}.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+-- A finished parent's children: its completion finds its edges by parent.
+CREATE INDEX job_dependencies_parent_idx ON {{schema}}.job_dependencies USING btree (parent_id);
+
+-- The children with a parent not finished yet: every waiting job has one, so
+-- queue_stats finds the waiting jobs here (jobs has no index that holds them).
+CREATE INDEX job_dependencies_open_idx ON {{schema}}.job_dependencies USING btree (child_id) WHERE (outcome IS NULL);
 
 -- get_job and retry look archived jobs up by id (one probe per partition).
 CREATE INDEX jobs_archive_id_idx ON {{schema}}.jobs_archive USING btree (id);

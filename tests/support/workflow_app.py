@@ -1,0 +1,43 @@
+"""The application that tests/workflows runs in worker processes: members of a fan-in
+and the job that joins them, each run recorded in the test's ledger table."""
+
+from __future__ import annotations
+
+import os
+
+from aiopgq import JobContext, Queue
+
+queue = Queue(os.environ["AIOPGQ_DSN"], schema=os.environ["AIOPGQ_TEST_SCHEMA"])
+LEDGER = f'"{queue.schema}".ledger'
+
+
+async def _record(ctx: JobContext, task: str, value: int) -> None:
+    async with queue.pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {LEDGER} (job_id, attempt, pid, task, value) VALUES ($1, $2, $3, $4, $5)",
+            ctx.job_id,
+            ctx.attempt,
+            os.getpid(),
+            task,
+            value,
+        )
+
+
+@queue.task(name="wf.member")
+async def member(ctx: JobContext, n: int) -> int:
+    await _record(ctx, "wf.member", n)
+    return n
+
+
+@queue.task(name="wf.join")
+async def join(ctx: JobContext) -> int:
+    results = await ctx.parent_results()
+    total = sum(results.values())
+    await _record(ctx, "wf.join", len(results))
+    return total
+
+
+@queue.task(name="wf.crash", max_attempts=1)
+async def crash(ctx: JobContext) -> None:
+    await _record(ctx, "wf.crash", 0)
+    os.kill(os.getpid(), 9)

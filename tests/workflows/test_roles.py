@@ -1,0 +1,59 @@
+"""Dependencies under least privilege: a producer role (grant_producer) gives its jobs
+parents, and a worker role (grant_worker) releases and cancels them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from aiopgq import JobStatus, Queue
+
+
+@pytest.fixture
+async def roles(dsn: str, queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
+    suffix = uuid.uuid4().hex[:8]
+    producer, worker = f"wf_producer_{suffix}", f"wf_worker_{suffix}"
+    for role in (producer, worker):
+        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
+    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
+    yield producer, worker
+    for role in (producer, worker):
+        await conn.execute(f'DROP OWNED BY "{role}"')
+        await conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_a_producer_and_a_worker_role_run_a_graph(
+    dsn: str, queue: Queue, roles: tuple[str, str]
+) -> None:
+    producer, worker = roles
+    producing = Queue(dsn, schema=queue.schema, connect_kwargs={"user": producer})
+    working = Queue(dsn, schema=queue.schema, connect_kwargs={"user": worker})
+
+    @working.task(name="make", max_attempts=1)
+    async def make(fail: bool = False) -> int:
+        if fail:
+            raise RuntimeError("no")
+        return 1
+
+    async with producing, working:
+        good = await producing.enqueue("make", {})
+        bad = await producing.enqueue("make", {"fail": True}, max_attempts=1)
+        child = await producing.enqueue("make", {}, depends_on=good)
+        doomed = await producing.enqueue("make", {}, depends_on=[good, bad])
+        as_producer = await asyncpg.connect(dsn, user=producer)
+        try:
+            by_sql = await as_producer.fetchval(
+                f"SELECT \"{queue.schema}\".enqueue('make', depends_on => ARRAY[$1]::bigint[])",
+                child.id,
+            )
+        finally:
+            await as_producer.close()
+        assert child.status is JobStatus.WAITING
+        await working.worker(poll_interval=0.05).run(burst=True)
+        assert (await working.get_job(child.id)).status is JobStatus.DONE
+        assert (await working.get_job(by_sql)).status is JobStatus.DONE
+        assert (await working.get_job(doomed.id)).status is JobStatus.CANCELLED
