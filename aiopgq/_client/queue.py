@@ -548,19 +548,9 @@ class Queue:
         Args:
             task: the task's name.
             payloads: one dict of the handler's keyword arguments per job.
-            **options: the enqueue options, each None (or left out) for the task's
-                setting, else the default: `queue` (a name, default "default"), `run_at`
-                (an aware datetime) or `delay` (seconds or a timedelta, 0 to 10 years),
-                `priority` (a 32-bit int, higher first; default 0), `max_attempts` (an
-                int, at least 1; default 5), `idempotency_keys` (one key or None per payload),
-                `on_conflict` ("ignore", the default, "replace" or "raise"; docs/unique.md),
-                `unique_for` (seconds or a timedelta a done job keeps its key),
-                `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
-                ids, one or a list, that must be done before it runs: docs/workflows.md),
-                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
-                connection of yours: the job commits with your transaction) and
-                `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
-                queue's).
+            **options: the enqueue options of `Queue.enqueue` (the same defaults, one set
+                for every job), with `idempotency_keys` (one key or None per payload) in
+                place of `idempotency_key`.
 
         Returns:
             The Jobs, in the order of the payloads.
