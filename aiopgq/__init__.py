@@ -9,6 +9,7 @@ from ._client.queue import Queue
 from ._client.results import JobCancelled, JobFailed
 from ._client.sync import SyncQueue
 from ._client.unique import DuplicateJob
+from ._client.workflows import Workflow, WorkflowBuilder, WorkflowGroup, WorkflowJob, WorkflowNode
 from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
@@ -24,6 +25,7 @@ from ._errors import (
     SchemaError,
     Snooze,
     TaskNotFound,
+    WorkflowNotFound,
 )
 from ._models import (
     ArchiveLayout,
@@ -77,6 +79,12 @@ __all__ = [
     "TaskNotFound",
     "Worker",
     "WorkerProcesses",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowGroup",
+    "WorkflowJob",
+    "WorkflowNode",
+    "WorkflowNotFound",
     "current_job",
     "run_workers",
 ]

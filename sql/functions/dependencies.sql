@@ -37,6 +37,9 @@
 -- Their DECLARE sections name pg_catalog's types: add_dependencies() runs the others as
 -- the schema's owner, and PL/pgSQL keeps the types of a session's first call (wake.sql).
 --
+-- A parent_id below 0 is a workflow group (-its id): workflows.sql settles its edges
+-- from the group's counters, which settle_dependents() and revive_dependents() update first.
+--
 -- A released child is announced like any runnable job (wake_once(), wake.sql): an
 -- UPDATE fires no insert trigger. Retrying a parent (retry_jobs.sql) reopens its edges
 -- and brings back the children it cancelled (revive_dependents()).
@@ -72,7 +75,9 @@ BEGIN
         IF culprit IS NOT NULL AND child.metadata->>'on_parent_failure' IS DISTINCT FROM 'run' THEN
             UPDATE {{schema}}.jobs j
             SET status = 'cancelled', finished_at = now(),
-                last_error = format('cancelled: parent job %s ended %s', culprit, culprit_outcome),
+                last_error = CASE WHEN culprit < 0  -- a workflow group (workflows.sql)
+                    THEN format('cancelled: a member of group %s ended failed or cancelled', -culprit)
+                    ELSE format('cancelled: parent job %s ended %s', culprit, culprit_outcome) END,
                 metadata = coalesce(j.metadata, '{}') || jsonb_build_object('cancelled_by', culprit)
             WHERE j.id = child.id;
             IF child.metadata ? 'waited' THEN
@@ -111,10 +116,12 @@ CREATE OR REPLACE FUNCTION {{schema}}.settle_dependents(parents bigint[], status
 AS $function$
 DECLARE
     children pg_catalog.int8[];
+    grouped pg_catalog.int4;
 BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
+    grouped := {{schema}}.settle_groups(parents, statuses, results);  -- workflows.sql
     WITH settled AS (
         UPDATE {{schema}}.job_dependencies d
         SET outcome = p.status::{{schema}}.job_status,
@@ -125,9 +132,9 @@ BEGIN
     )
     SELECT array_agg(DISTINCT child_id) INTO children FROM settled;
     IF children IS NULL THEN
-        RETURN 0;
+        RETURN grouped;
     END IF;
-    RETURN {{schema}}.settle_children(children);
+    RETURN grouped + {{schema}}.settle_children(children);
 END
 $function$;
 
@@ -142,10 +149,13 @@ DECLARE
     children pg_catalog.int8[];
     revived pg_catalog.int8[];
     deeper pg_catalog.int8[];
+    grouped pg_catalog.int4;
 BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
+    grouped := {{schema}}.settle_groups(  -- workflows.sql: members open again
+        parents, array_fill(NULL::text, ARRAY[cardinality(parents)]), NULL);
     WITH reopened AS (
         UPDATE {{schema}}.job_dependencies d SET outcome = NULL, result = NULL
         WHERE d.parent_id = ANY(parents) AND d.outcome IS NOT NULL
@@ -153,7 +163,7 @@ BEGIN
     )
     SELECT array_agg(DISTINCT child_id) INTO children FROM reopened;
     IF children IS NULL THEN
-        RETURN 0;
+        RETURN grouped;
     END IF;
     WITH back AS (
         UPDATE {{schema}}.jobs j
@@ -167,13 +177,13 @@ BEGIN
     INTO revived, deeper
     FROM back;
     IF revived IS NULL THEN
-        RETURN 0;
+        RETURN grouped;
     END IF;
     IF deeper IS NOT NULL THEN
         PERFORM {{schema}}.revive_dependents(deeper);
     END IF;
     PERFORM {{schema}}.settle_children(revived);
-    RETURN cardinality(revived);
+    RETURN grouped + cardinality(revived);
 END
 $function$;
 

@@ -33,6 +33,9 @@ BEGIN
                    '%I.add_dependencies(bigint[], bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
                    role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
+                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
+                   '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_producer(name) FROM PUBLIC;
@@ -66,6 +69,12 @@ BEGIN
                    '%I.archive_drop(%I.job_status, timestamptz), '
                    '%I.add_dependencies(bigint[], bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
+                   '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workflows, %I.workflow_groups, '
+                   '%I.workflow_jobs TO %I',
+                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
+                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
                    '{{schema_name}}', role_name);
 END
 $$;

@@ -1,0 +1,218 @@
+-- Workflows (queue.workflow(...)): a graph of jobs enqueued in one transaction, with
+-- groups (add_many) that their dependents wait for as ONE parent.
+--
+-- The state (migrations/0025_workflows.sql). A workflow is a row of `workflows`; each of
+-- its jobs a row of `workflow_jobs` (node, group, parents as enqueued). A job's edges to
+-- job parents are job_dependencies rows, settled as any (sql/functions/dependencies.sql).
+-- A group is a row of `workflow_groups` with two counters: `remaining` (members not
+-- done) and `failed` (members that ended failed or cancelled). Its dependents each have
+-- ONE edge whose parent_id is the group's id negated (-id: job ids are positive), so a
+-- group of 10,000 members is one edge per dependent, not 10,000, and nothing scans the
+-- members when one finishes.
+--
+-- The counters. A member carries `dependents` in its metadata, so the statements that end
+-- jobs call settle_dependents() for it as for any parent (and for no other job: the cost
+-- for jobs outside groups is the `?` test they already pay, plus one primary-key probe
+-- of workflow_jobs for jobs with job dependents). settle_dependents() (and, for a retry,
+-- revive_dependents() with no status) call settle_groups() first, with every row that
+-- ended in their call: one statement per call moves the members' outcomes and adds each
+-- group's net change once (a batch of members of one group is one counter update).
+-- A group is `done` when remaining = 0 and failed = 0, `failed` when failed > 0, open
+-- otherwise; when that state changes, its edge is settled (done/failed, through
+-- settle_dependents(-id), which decides its children as for a job parent: the policies,
+-- the cascade) or reopened (revive_dependents(-id): the children its failure cancelled
+-- come back).
+--
+-- Why no decrement is lost or doubled:
+-- - A member's own transition is read under its row lock: its workflow_jobs row is
+--   locked (FOR UPDATE) before its `outcome` is compared, and only a changed outcome
+--   counts (`IS DISTINCT FROM`): a repeated completion, a rescue of a job already ended,
+--   a second cancel change nothing. The statements that end a job also hold its jobs row
+--   (status guards: a done job is not completed again), so two ends of one member
+--   never run at once anyway.
+-- - Completions of different members meet on the group's row: `remaining = remaining +
+--   delta` is an UPDATE, so a second completion waits for the first's commit and then
+--   applies its delta to the committed row (READ COMMITTED re-evaluates the row it
+--   waited for). The row stays locked until commit, so the values RETURNING gives minus
+--   this call's delta are exactly the state before it: the completion that moves
+--   remaining to 0 is one, and only it settles the group's edge.
+-- - A retry of a member (retry_jobs.sql -> revive_dependents) clears its outcome the same
+--   way: a done member counts again as remaining, a failed one leaves `failed`; when
+--   failed reaches 0 the group's edge reopens and its cancelled dependents come back.
+-- - Enqueue: create_workflow() writes every row of the graph in the enqueue's
+--   transaction, before any of its jobs is visible to a worker: nothing can finish
+--   before its edges and counters exist.
+-- Two statements that end members of the same two groups in opposite orders can
+-- deadlock; PostgreSQL aborts one, the worker writes its outcomes again (40P01 is
+-- transient), as for crossed children in dependencies.sql.
+--
+-- Definer: create_workflow() runs as the schema's owner (a producer may not update the
+-- jobs it enqueued); search_path ends in pg_temp and its DECLARE names pg_catalog's
+-- types (sql/README.md, wake.sql).
+
+-- The members `parents` moved to `statuses` (done, failed, cancelled; NULL: retried,
+-- open again), `results` the done ones' results: their groups' counters, then the
+-- groups whose state changed settle or reopen their edges. Returns how many jobs that
+-- released, cancelled or revived.
+CREATE OR REPLACE FUNCTION {{schema}}.settle_groups(parents bigint[], statuses text[],
+    results jsonb[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_variable
+DECLARE
+    g record;
+    before pg_catalog.text;
+    after pg_catalog.text;
+    changed pg_catalog.int4 := 0;
+BEGIN
+    FOR g IN
+        WITH locked AS (
+            SELECT m.job_id, m.group_id, m.outcome
+            FROM {{schema}}.workflow_jobs m
+            WHERE m.job_id = ANY(parents) AND m.group_id IS NOT NULL
+            ORDER BY m.job_id
+            FOR UPDATE OF m
+        ), moved AS (
+            UPDATE {{schema}}.workflow_jobs m
+            SET outcome = p.status::{{schema}}.job_status,
+                result = CASE WHEN p.status = 'done' THEN p.result END
+            FROM locked l
+            JOIN unnest(parents, statuses, results) AS p(id, status, result) ON p.id = l.job_id
+            WHERE m.job_id = l.job_id
+              AND l.outcome IS DISTINCT FROM p.status::{{schema}}.job_status
+            RETURNING m.group_id, l.outcome::text AS was, p.status AS now
+        ), deltas AS (
+            SELECT group_id,
+                   sum((was IS NOT DISTINCT FROM 'done')::int
+                       - (now IS NOT DISTINCT FROM 'done')::int) AS d_remaining,
+                   sum(coalesce(now IN ('failed', 'cancelled'), false)::int
+                       - coalesce(was IN ('failed', 'cancelled'), false)::int) AS d_failed
+            FROM moved
+            GROUP BY group_id
+        )
+        UPDATE {{schema}}.workflow_groups w
+        SET remaining = w.remaining + d.d_remaining, failed = w.failed + d.d_failed
+        FROM deltas d
+        WHERE w.id = d.group_id AND (d.d_remaining <> 0 OR d.d_failed <> 0)
+        RETURNING w.id, w.remaining, w.failed, d.d_remaining, d.d_failed
+    LOOP
+        before := CASE WHEN g.failed - g.d_failed > 0 THEN 'failed'
+                       WHEN g.remaining - g.d_remaining = 0 THEN 'done' END;
+        after := CASE WHEN g.failed > 0 THEN 'failed' WHEN g.remaining = 0 THEN 'done' END;
+        IF before IS DISTINCT FROM after THEN
+            IF before IS NOT NULL THEN
+                changed := changed + {{schema}}.revive_dependents(ARRAY[-g.id]);
+            END IF;
+            IF after IS NOT NULL THEN
+                changed := changed + {{schema}}.settle_dependents(ARRAY[-g.id], ARRAY[after], NULL);
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN changed;
+END
+$function$;
+
+-- A workflow's graph, for jobs the caller has just inserted (pending, never run):
+-- `jobs` with their `nodes` (the builder's index), `groups` (1-based index into
+-- `group_names`, NULL for a single job) and `policies` (on_parent_failure); edges
+-- (edge_children[i] depends on edge_parents[i]: a job id of `jobs`, or -k for group k).
+-- Every edge goes from a lower node to a higher one (the builder numbers its nodes in a
+-- topological order), which refuses a cycle here too. Returns the workflow's id.
+CREATE OR REPLACE FUNCTION {{schema}}.create_workflow(name text, jobs bigint[], nodes integer[],
+    groups integer[], policies text[], group_names text[], edge_children bigint[],
+    edge_parents bigint[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    wid pg_catalog.int8;
+    gids pg_catalog.int8[];
+    ec pg_catalog.int8[];
+    ep pg_catalog.int8[];
+    refused pg_catalog.int8;
+BEGIN
+    IF cardinality(jobs) IS DISTINCT FROM cardinality(nodes)
+       OR cardinality(jobs) IS DISTINCT FROM cardinality(groups)
+       OR cardinality(jobs) IS DISTINCT FROM cardinality(policies)
+       OR cardinality(edge_children) IS DISTINCT FROM cardinality(edge_parents) THEN
+        RAISE EXCEPTION 'create_workflow: arrays of different lengths'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(policies) AS p WHERE p IS NULL OR p NOT IN ('cancel', 'run')) THEN
+        RAISE EXCEPTION 'on_parent_failure must be ''cancel'' or ''run'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM FROM {{schema}}.jobs j WHERE j.id = ANY(jobs) ORDER BY j.id FOR NO KEY UPDATE OF j;
+    SELECT c INTO refused
+    FROM unnest(jobs) AS c
+    LEFT JOIN {{schema}}.jobs j ON j.id = c
+    WHERE j.id IS NULL OR j.status <> 'pending' OR j.attempts <> 0
+       OR j.idempotency_key IS NOT NULL
+       OR coalesce(j.metadata ?| ARRAY['dependents', 'on_parent_failure', 'workflow'], false)
+       OR NOT (j.enqueued_by = session_user
+               OR has_table_privilege(session_user, '{{schema}}.jobs'::regclass, 'UPDATE'))
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'job % cannot join a workflow: only a new job of yours can (pending, never run, without an idempotency key, parents or children)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO {{schema}}.workflows (name) VALUES (create_workflow.name) RETURNING id INTO wid;
+    WITH made AS (
+        INSERT INTO {{schema}}.workflow_groups (workflow_id, name, size, remaining)
+        SELECT wid, g.name, count(m.k), count(m.k)
+        FROM unnest(group_names) WITH ORDINALITY AS g(name, k)
+        LEFT JOIN unnest(groups) AS m(k) ON m.k = g.k
+        GROUP BY g.k, g.name
+        ORDER BY g.k
+        RETURNING id
+    )
+    SELECT array_agg(id ORDER BY id) INTO gids FROM made;
+    -- The edges with each group's placeholder (-k) replaced by its row (-id). Arrays, not
+    -- a temporary table: the caller owns its session's pg_temp (sql/README.md).
+    SELECT coalesce(array_agg(e.c ORDER BY e.n), '{}'),
+           coalesce(array_agg(CASE WHEN e.p < 0 THEN -gids[-e.p] ELSE e.p END ORDER BY e.n), '{}')
+    INTO ec, ep
+    FROM unnest(edge_children, edge_parents) WITH ORDINALITY AS e(c, p, n);
+    SELECT e.c INTO refused
+    FROM unnest(ec, ep) AS e(c, p)
+    LEFT JOIN unnest(jobs, nodes) AS c(id, node) ON c.id = e.c
+    LEFT JOIN (SELECT j.id, j.node FROM unnest(jobs, nodes) AS j(id, node)
+               UNION
+               SELECT -gids[m.k], m.node FROM unnest(groups, nodes) AS m(k, node)
+               WHERE m.k IS NOT NULL) AS p ON p.id = e.p
+    WHERE c.node IS NULL OR p.node IS NULL OR p.node >= c.node
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'create_workflow: job % depends on a job that is not of this workflow or comes after it (nodes must be in a topological order: no cycle)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO {{schema}}.workflow_jobs (job_id, workflow_id, node, group_id, parents, parent_groups)
+    SELECT c.id, wid, c.node, gids[c.k], coalesce(a.parents, '{}'), coalesce(a.parent_groups, '{}')
+    FROM unnest(jobs, nodes, groups) AS c(id, node, k)
+    LEFT JOIN (SELECT e.c,
+                      array_agg(DISTINCT e.p) FILTER (WHERE e.p > 0) AS parents,
+                      array_agg(DISTINCT -e.p) FILTER (WHERE e.p < 0) AS parent_groups
+               FROM unnest(ec, ep) AS e(c, p)
+               GROUP BY e.c) AS a ON a.c = c.id;
+    UPDATE {{schema}}.jobs j
+    SET metadata = coalesce(j.metadata, '{}') || jsonb_build_object('workflow', wid)
+        || CASE WHEN f.k IS NOT NULL OR f.is_parent
+                THEN '{"dependents": true}'::jsonb ELSE '{}'::jsonb END
+        || CASE WHEN f.is_child
+                THEN jsonb_build_object('on_parent_failure', f.policy) ELSE '{}'::jsonb END,
+        status = CASE WHEN f.is_child THEN 'waiting'::{{schema}}.job_status ELSE j.status END
+    FROM (SELECT c.id, c.k, c.policy, pa.id IS NOT NULL AS is_parent, ch.id IS NOT NULL AS is_child
+          FROM unnest(jobs, groups, policies) AS c(id, k, policy)
+          LEFT JOIN (SELECT DISTINCT x AS id FROM unnest(ep) AS x WHERE x > 0) AS pa ON pa.id = c.id
+          LEFT JOIN (SELECT DISTINCT x AS id FROM unnest(ec) AS x) AS ch ON ch.id = c.id) AS f
+    WHERE j.id = f.id;
+    INSERT INTO {{schema}}.job_dependencies (child_id, parent_id)
+    SELECT DISTINCT e.c, e.p FROM unnest(ec, ep) AS e(c, p);
+    RETURN wid;
+END
+$function$;
+REVOKE ALL ON FUNCTION {{schema}}.create_workflow(text, bigint[], integer[], integer[], text[],
+    text[], bigint[], bigint[]) FROM PUBLIC;
