@@ -9,7 +9,8 @@ from ._client.queue import Queue
 from ._client.results import JobCancelled, JobFailed
 from ._client.sync import SyncQueue
 from ._client.unique import DuplicateJob
-from ._client.workflows import Workflow, WorkflowBuilder, WorkflowGroup, WorkflowJob, WorkflowNode
+from ._client.workflow_builder import WorkflowBuilder, WorkflowNode
+from ._client.workflows import Workflow, WorkflowGroup, WorkflowJob
 from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (

@@ -38,7 +38,8 @@ from .limits import Limits as LimitsPart
 from .partitions import Partitions
 from .read import Read
 from .results import Results
-from .workflows import Workflow, WorkflowBuilder, Workflows
+from .workflow_builder import WorkflowBuilder
+from .workflows import Workflow, Workflows
 
 if sys.version_info >= (3, 11):
     from typing import Unpack

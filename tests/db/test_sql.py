@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from aiopgq import Queue, SchemaError
-from aiopgq._db.migrations import code_version
+from aiopgq._db.migrations import baseline, code_version
 from aiopgq._db.statements import SQL_DIR, Statements, statement_files
 
 from ..support.legacy_schema import install_up_to
@@ -173,7 +173,9 @@ async def test_migrate_is_idempotent_and_safe_concurrently(dsn: str, schema: str
     queues = [Queue(dsn, schema=schema) for _ in range(4)]
     applied = await asyncio.gather(*(q.migrate() for q in queues))
     # A fresh install is the baseline at this aiopgq's version, and its functions.
-    assert sorted(applied, key=len) == [[], [], [], [code_version()]]
+    # (then the numbered migrations after the baseline, until it is folded again)
+    fresh = list(range(baseline()[0], code_version() + 1))
+    assert sorted(applied, key=len) == [[], [], [], fresh]
     assert await queues[0].migrate() == []
 
 
