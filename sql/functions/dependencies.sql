@@ -38,7 +38,7 @@
 -- the schema's owner, and PL/pgSQL keeps the types of a session's first call (wake.sql).
 --
 -- A parent_id below 0 is a workflow group (-its id): workflows.sql settles its edges
--- from the group's counters, which settle_dependents() and revive_dependents() update first.
+-- from the group's counters, fed by settle_dependents() and revive_dependents().
 --
 -- A released child is announced like any runnable job (wake_once(), wake.sql): an
 -- UPDATE fires no insert trigger. Retrying a parent (retry_jobs.sql) reopens its edges
@@ -116,12 +116,14 @@ CREATE OR REPLACE FUNCTION {{schema}}.settle_dependents(parents bigint[], status
 AS $function$
 DECLARE
     children pg_catalog.int8[];
-    grouped pg_catalog.int4;
 BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
-    grouped := {{schema}}.settle_groups(parents, statuses, results);  -- workflows.sql
+    -- Group members (workflows.sql): counted at commit; they are no job's parents.
+    IF {{schema}}.settle_groups(parents, statuses, results) = cardinality(parents) THEN
+        RETURN 0;
+    END IF;
     WITH settled AS (
         UPDATE {{schema}}.job_dependencies d
         SET outcome = p.status::{{schema}}.job_status,
@@ -132,9 +134,9 @@ BEGIN
     )
     SELECT array_agg(DISTINCT child_id) INTO children FROM settled;
     IF children IS NULL THEN
-        RETURN grouped;
+        RETURN 0;
     END IF;
-    RETURN grouped + {{schema}}.settle_children(children);
+    RETURN {{schema}}.settle_children(children);
 END
 $function$;
 
@@ -149,12 +151,11 @@ DECLARE
     children pg_catalog.int8[];
     revived pg_catalog.int8[];
     deeper pg_catalog.int8[];
-    grouped pg_catalog.int4;
 BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
-    grouped := {{schema}}.settle_groups(  -- workflows.sql: members open again
+    PERFORM {{schema}}.settle_groups(  -- workflows.sql: members open again
         parents, array_fill(NULL::text, ARRAY[cardinality(parents)]), NULL);
     WITH reopened AS (
         UPDATE {{schema}}.job_dependencies d SET outcome = NULL, result = NULL
@@ -163,7 +164,7 @@ BEGIN
     )
     SELECT array_agg(DISTINCT child_id) INTO children FROM reopened;
     IF children IS NULL THEN
-        RETURN grouped;
+        RETURN 0;
     END IF;
     WITH back AS (
         UPDATE {{schema}}.jobs j
@@ -177,13 +178,13 @@ BEGIN
     INTO revived, deeper
     FROM back;
     IF revived IS NULL THEN
-        RETURN grouped;
+        RETURN 0;
     END IF;
     IF deeper IS NOT NULL THEN
         PERFORM {{schema}}.revive_dependents(deeper);
     END IF;
     PERFORM {{schema}}.settle_children(revived);
-    RETURN grouped + cardinality(revived);
+    RETURN cardinality(revived);
 END
 $function$;
 

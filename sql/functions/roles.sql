@@ -71,7 +71,7 @@ BEGIN
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
                    '{{schema_name}}', role_name);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workflows, %I.workflow_groups, '
-                   '%I.workflow_jobs TO %I',
+                   '%I.workflow_jobs, %I.workflow_count_marks TO %I', '{{schema_name}}',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
                    'integer[], text[], text[], bigint[], bigint[]) TO %I',

@@ -50,10 +50,16 @@
 -- jobs it enqueued); search_path ends in pg_temp and its DECLARE names pg_catalog's
 -- types (sql/README.md, wake.sql).
 
--- The members `parents` moved to `statuses` (done, failed, cancelled; NULL: retried,
--- open again), `results` the done ones' results: their groups' counters, then the
--- groups whose state changed settle or reopen their edges. Returns how many jobs that
--- released, cancelled or revived.
+-- The members among `parents` moved to `statuses` (done, failed, cancelled; NULL: retried,
+-- open again), `results` the done ones' results: each member's outcome, and each group's
+-- net change, added to this transaction's pending counts (the transaction-local setting
+-- count_setting()); the first change of a transaction inserts its mark, whose deferred
+-- trigger counts them at commit (count_groups()). Returns how many of `parents` changed
+-- as group members (a group's members are no job's parents: settle_dependents() need
+-- not look for their edges).
+-- The outcome before (`o`, read by this statement's own snapshot) is the latest: every
+-- path that ends, cancels or retries a member holds its jobs row, so no other
+-- transaction changes its workflow_jobs row meanwhile.
 CREATE OR REPLACE FUNCTION {{schema}}.settle_groups(parents bigint[], statuses text[],
     results jsonb[])
  RETURNS integer
@@ -61,57 +67,134 @@ CREATE OR REPLACE FUNCTION {{schema}}.settle_groups(parents bigint[], statuses t
 AS $function$
 #variable_conflict use_variable
 DECLARE
-    g record;
-    before pg_catalog.text;
-    after pg_catalog.text;
-    changed pg_catalog.int4 := 0;
+    moved pg_catalog.int4;
+    entry pg_catalog.text;
+    pending pg_catalog.text;
+    gid pg_catalog.int8;
+    was pg_catalog.text;
+    now_ pg_catalog.text;
 BEGIN
-    FOR g IN
-        WITH locked AS (
-            SELECT m.job_id, m.group_id, m.outcome
-            FROM {{schema}}.workflow_jobs m
-            WHERE m.job_id = ANY(parents) AND m.group_id IS NOT NULL
-            ORDER BY m.job_id
-            FOR UPDATE OF m
-        ), moved AS (
-            UPDATE {{schema}}.workflow_jobs m
+    IF cardinality(parents) = 1 THEN
+        -- The done paths' call, once per finished row: statements on the primary key
+        -- whose cached generic plans stay index lookups (a join with unnest() may not).
+        SELECT w.group_id, w.outcome::text INTO gid, was
+        FROM {{schema}}.workflow_jobs w WHERE w.job_id = parents[1];
+        IF gid IS NULL THEN
+            RETURN 0;  -- not a group member
+        END IF;
+        now_ := statuses[1];
+        IF was IS NOT DISTINCT FROM now_ THEN
+            RETURN 1;  -- a repeat: nothing to count
+        END IF;
+        UPDATE {{schema}}.workflow_jobs w
+        SET outcome = now_::{{schema}}.job_status,
+            result = CASE WHEN now_ = 'done' THEN results[1] END
+        WHERE w.job_id = parents[1];
+        moved := 1;
+        entry := gid || ','
+            || ((was IS NOT DISTINCT FROM 'done')::int - (now_ IS NOT DISTINCT FROM 'done')::int)
+            || ',' || (coalesce(now_ IN ('failed', 'cancelled'), false)::int
+                       - coalesce(was IN ('failed', 'cancelled'), false)::int);
+    ELSE
+        -- Batches (errors, cancels, rescues, retries): one statement, planned for its
+        -- arrays each time (EXECUTE).
+        EXECUTE $sql$
+        WITH changed AS (
+            UPDATE {{schema}}.workflow_jobs w
             SET outcome = p.status::{{schema}}.job_status,
                 result = CASE WHEN p.status = 'done' THEN p.result END
-            FROM locked l
-            JOIN unnest(parents, statuses, results) AS p(id, status, result) ON p.id = l.job_id
-            WHERE m.job_id = l.job_id
-              AND l.outcome IS DISTINCT FROM p.status::{{schema}}.job_status
-            RETURNING m.group_id, l.outcome::text AS was, p.status AS now
-        ), deltas AS (
-            SELECT group_id,
+            FROM unnest($1, $2, $3) AS p(id, status, result), {{schema}}.workflow_jobs o
+            WHERE w.job_id = p.id AND o.job_id = w.job_id AND w.group_id IS NOT NULL
+              AND w.outcome IS DISTINCT FROM p.status::{{schema}}.job_status
+            RETURNING w.group_id, o.outcome::text AS was, p.status AS now
+        ), per_group AS (
+            SELECT group_id, count(*) AS n,
                    sum((was IS NOT DISTINCT FROM 'done')::int
                        - (now IS NOT DISTINCT FROM 'done')::int) AS d_remaining,
                    sum(coalesce(now IN ('failed', 'cancelled'), false)::int
                        - coalesce(was IN ('failed', 'cancelled'), false)::int) AS d_failed
-            FROM moved
+            FROM changed
             GROUP BY group_id
         )
-        UPDATE {{schema}}.workflow_groups w
-        SET remaining = w.remaining + d.d_remaining, failed = w.failed + d.d_failed
-        FROM deltas d
-        WHERE w.id = d.group_id AND (d.d_remaining <> 0 OR d.d_failed <> 0)
-        RETURNING w.id, w.remaining, w.failed, d.d_remaining, d.d_failed
-    LOOP
-        before := CASE WHEN g.failed - g.d_failed > 0 THEN 'failed'
-                       WHEN g.remaining - g.d_remaining = 0 THEN 'done' END;
-        after := CASE WHEN g.failed > 0 THEN 'failed' WHEN g.remaining = 0 THEN 'done' END;
-        IF before IS DISTINCT FROM after THEN
-            IF before IS NOT NULL THEN
-                changed := changed + {{schema}}.revive_dependents(ARRAY[-g.id]);
-            END IF;
-            IF after IS NOT NULL THEN
-                changed := changed + {{schema}}.settle_dependents(ARRAY[-g.id], ARRAY[after], NULL);
-            END IF;
+        SELECT coalesce(sum(n), 0)::int,
+               string_agg(group_id || ',' || d_remaining || ',' || d_failed, ';')
+        FROM per_group
+        $sql$ INTO moved, entry USING parents, statuses, results;
+    END IF;
+    IF entry IS NOT NULL THEN
+        pending := current_setting({{schema}}.count_setting(), true);
+        IF coalesce(pending, '') = '' THEN
+            INSERT INTO {{schema}}.workflow_count_marks (txid) VALUES (txid_current());
+            PERFORM set_config({{schema}}.count_setting(), entry, true);
+        ELSE
+            PERFORM set_config({{schema}}.count_setting(), pending || ';' || entry, true);
         END IF;
-    END LOOP;
-    RETURN changed;
+    END IF;
+    RETURN moved;
 END
 $function$;
+
+-- The name of the transaction-local setting that holds a transaction's pending group
+-- counts in this schema ("group,d_remaining,d_failed;..."). A setting, not a table: it
+-- costs no write, and a rolled back (sub)transaction takes its part back with it.
+CREATE OR REPLACE FUNCTION {{schema}}.count_setting()
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ SELECT 'aiopgq.group_counts_' || md5('{{schema_name}}') $function$;
+
+-- At commit (the mark's deferred trigger): this transaction's pending counts, summed per
+-- group and added to each group's row in id order (locked from then until the commit: a
+-- short hold), then the edge of each group whose state changed is settled or reopened.
+CREATE OR REPLACE FUNCTION {{schema}}.count_groups()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    pending pg_catalog.text;
+    d record;
+    g record;
+    before pg_catalog.text;
+    after pg_catalog.text;
+BEGIN
+    pending := current_setting({{schema}}.count_setting(), true);
+    PERFORM set_config({{schema}}.count_setting(), '', true);
+    DELETE FROM {{schema}}.workflow_count_marks m WHERE m.txid = NEW.txid;
+    FOR d IN
+        SELECT split_part(e, ',', 1)::pg_catalog.int8 AS id,
+               sum(split_part(e, ',', 2)::pg_catalog.int4) AS d_remaining,
+               sum(split_part(e, ',', 3)::pg_catalog.int4) AS d_failed
+        FROM regexp_split_to_table(coalesce(pending, ''), ';') AS e
+        WHERE e <> ''
+        GROUP BY 1
+        ORDER BY 1
+    LOOP
+        CONTINUE WHEN d.d_remaining = 0 AND d.d_failed = 0;
+        UPDATE {{schema}}.workflow_groups w
+        SET remaining = w.remaining + d.d_remaining, failed = w.failed + d.d_failed
+        WHERE w.id = d.id
+        RETURNING w.id, w.remaining, w.failed INTO g;
+        CONTINUE WHEN g.id IS NULL;
+        before := CASE WHEN g.failed - d.d_failed > 0 THEN 'failed'
+                       WHEN g.remaining - d.d_remaining = 0 THEN 'done' END;
+        after := CASE WHEN g.failed > 0 THEN 'failed' WHEN g.remaining = 0 THEN 'done' END;
+        CONTINUE WHEN before IS NOT DISTINCT FROM after;
+        IF before IS NOT NULL THEN
+            PERFORM {{schema}}.revive_dependents(ARRAY[-g.id]);
+        END IF;
+        IF after IS NOT NULL THEN
+            PERFORM {{schema}}.settle_dependents(ARRAY[-g.id], ARRAY[after], NULL);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$function$;
+-- A constraint trigger cannot be replaced: dropped and made again (re-applied with its
+-- file, inside migrate()'s transaction).
+DROP TRIGGER IF EXISTS workflow_count_marks_count ON {{schema}}.workflow_count_marks;
+CREATE CONSTRAINT TRIGGER workflow_count_marks_count AFTER INSERT
+    ON {{schema}}.workflow_count_marks DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION {{schema}}.count_groups();
 
 -- A workflow's graph, for jobs the caller has just inserted (pending, never run):
 -- `jobs` with their `nodes` (the builder's index), `groups` (1-based index into

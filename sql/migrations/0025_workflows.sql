@@ -28,10 +28,10 @@ CREATE TABLE {{schema}}.workflow_groups (
 );
 CREATE INDEX workflow_groups_workflow_idx ON {{schema}}.workflow_groups USING btree (workflow_id);
 
--- One row per job of a workflow: its node (index in the builder), group, parents as
--- enqueued (job ids; groups in parent_groups), and for a group member its last outcome
--- and result (what its group counted: a repeat changes nothing). Kept when the job is
--- archived or pruned.
+-- One row per job of a workflow: its node (position in a topological order), group,
+-- parents as enqueued (job ids; groups in parent_groups), and for a group member its
+-- last outcome and result (what its group counted: a repeat changes nothing). Kept when
+-- the job is archived or pruned.
 CREATE TABLE {{schema}}.workflow_jobs (
     job_id bigint NOT NULL,
     workflow_id bigint NOT NULL,
@@ -42,10 +42,16 @@ CREATE TABLE {{schema}}.workflow_jobs (
     outcome {{schema}}.job_status,
     result jsonb,
     CONSTRAINT workflow_jobs_pkey PRIMARY KEY (job_id)
-);
+) WITH (fillfactor = 70);  -- room on its page for the member's outcome (a HOT update)
 CREATE INDEX workflow_jobs_workflow_idx ON {{schema}}.workflow_jobs USING btree (workflow_id, node);
 CREATE INDEX workflow_jobs_group_idx ON {{schema}}.workflow_jobs USING btree (group_id)
     WHERE group_id IS NOT NULL;
+-- A row per transaction that changed members' outcomes, inserted by its first change and
+-- deleted at its commit: its insert fires the deferred trigger that counts them
+-- (sql/functions/workflows.sql), once per transaction.
+CREATE TABLE {{schema}}.workflow_count_marks (
+    txid bigint NOT NULL
+);
 
 -- Roles granted before this version get what grant_producer and grant_worker now grant
 -- for workflows: workers (the roles that may update jobs) the tables, producers (those
@@ -70,7 +76,8 @@ BEGIN
           AND a.grantee <> c.relowner
     LOOP
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON {{schema}}.workflows, '
-                       '{{schema}}.workflow_groups, {{schema}}.workflow_jobs TO %I', grantee);
+                       '{{schema}}.workflow_groups, {{schema}}.workflow_jobs, '
+                       '{{schema}}.workflow_count_marks TO %I', grantee);
         EXECUTE format('GRANT EXECUTE ON FUNCTION {{schema}}.create_workflow(text, bigint[], '
                        'integer[], integer[], text[], text[], bigint[], bigint[]) TO %I', grantee);
     END LOOP;

@@ -157,7 +157,8 @@ async def test_a_version_22_schema_loses_the_claim_signatures_without_declared_l
     # What migrations 24 and 25 made goes, so that they run again (24's enum label stays:
     # ADD VALUE IF NOT EXISTS passes it).
     await conn.execute(
-        f"DROP TABLE {quoted}.workflows, {quoted}.workflow_groups, {quoted}.workflow_jobs; "
+        f"DROP TABLE {quoted}.workflows, {quoted}.workflow_groups, {quoted}.workflow_jobs, "
+        f"{quoted}.workflow_count_marks; "
         f"DROP FUNCTION {quoted}.create_workflow(text, bigint[], integer[], integer[], text[], "
         "text[], bigint[], bigint[]); "
         f"DROP TABLE {quoted}.job_dependencies; "
