@@ -11,40 +11,53 @@
 -- members when one finishes.
 --
 -- The counters. A member carries `dependents` in its metadata, so the statements that end
--- jobs call settle_dependents() for it as for any parent (and for no other job: the cost
--- for jobs outside groups is the `?` test they already pay, plus one primary-key probe
--- of workflow_jobs for jobs with job dependents). settle_dependents() (and, for a retry,
--- revive_dependents() with no status) call settle_groups() first, with every row that
--- ended in their call: one statement per call moves the members' outcomes and adds each
--- group's net change once (a batch of members of one group is one counter update).
+-- jobs call settle_dependents() for it as for any parent (and for no other job: jobs
+-- outside workflows pay nothing new; a job with job dependents pays one primary-key
+-- probe of workflow_jobs). settle_dependents() (and revive_dependents(), for a retry,
+-- with no status) call settle_groups(), which writes the member's outcome in its own
+-- workflow_jobs row (no row shared with other members) and adds the group's net change
+-- to the transaction's pending counts: a transaction-local setting (count_setting()),
+-- and, on the transaction's first change, a row in workflow_count_marks. That row's
+-- DEFERRABLE INITIALLY DEFERRED trigger runs count_groups() when the transaction
+-- commits: it sums the pending counts per group and applies each group's sum with ONE
+-- update of the group's row (`remaining`: members not done, `failed`: members that ended
+-- failed or cancelled), however many members the transaction ended. So a completion
+-- batch is one counter update per group, taken at commit: the group's row is locked
+-- only from then until the commit, and completions on other workers queue on it that
+-- long, not for their whole statement.
 -- A group is `done` when remaining = 0 and failed = 0, `failed` when failed > 0, open
--- otherwise; when that state changes, its edge is settled (done/failed, through
--- settle_dependents(-id), which decides its children as for a job parent: the policies,
--- the cascade) or reopened (revive_dependents(-id): the children its failure cancelled
--- come back).
+-- otherwise; when that state changes, its edge is settled (settle_dependents(-id): the
+-- children decided as for a job parent, policies and cascade included) or reopened
+-- (revive_dependents(-id): the children its failure cancelled come back).
 --
 -- Why no decrement is lost or doubled:
--- - A member's own transition is read under its row lock: its workflow_jobs row is
---   locked (FOR UPDATE) before its `outcome` is compared, and only a changed outcome
---   counts (`IS DISTINCT FROM`): a repeated completion, a rescue of a job already ended,
---   a second cancel change nothing. The statements that end a job also hold its jobs row
---   (status guards: a done job is not completed again), so two ends of one member
---   never run at once anyway.
--- - Completions of different members meet on the group's row: `remaining = remaining +
---   delta` is an UPDATE, so a second completion waits for the first's commit and then
---   applies its delta to the committed row (READ COMMITTED re-evaluates the row it
---   waited for). The row stays locked until commit, so the values RETURNING gives minus
---   this call's delta are exactly the state before it: the completion that moves
---   remaining to 0 is one, and only it settles the group's edge.
+-- - A member's own change is counted once: settle_groups() compares the outcome it
+--   writes with the one its row holds (`IS DISTINCT FROM`) and counts only a change: a
+--   repeated completion (a done job is not completed again anyway: the status guards),
+--   a rescue of a job already ended, a second cancel change nothing. No other
+--   transaction changes the row meanwhile: every path that ends, cancels or retries a
+--   member holds the member's jobs row, so the outcome read is the latest.
+-- - The pending counts live and die with the transaction that made them: a setting set
+--   with is_local and the mark row both roll back with it (a savepoint too), and both
+--   are emptied by the commit-time count. What is counted is exactly what commits.
+-- - Transactions meet on the group's row: `remaining = remaining + delta` is an
+--   UPDATE, so a second transaction waits for the first's commit and then applies its
+--   delta to the committed row (READ COMMITTED re-evaluates the row it waited for).
+--   The row stays locked until this commit, so the values RETURNING gives minus this
+--   transaction's delta are exactly the state before it: the transaction that moves
+--   remaining to 0 is one, and only it settles the group's edge, in its own commit.
 -- - A retry of a member (retry_jobs.sql -> revive_dependents) clears its outcome the same
---   way: a done member counts again as remaining, a failed one leaves `failed`; when
+--   way: a done member counts as remaining again, a failed one leaves `failed`; when
 --   failed reaches 0 the group's edge reopens and its cancelled dependents come back.
+-- - A crash before the commit loses nothing: the member's end, its count and the release
+--   of the group's dependents commit together or not at all.
 -- - Enqueue: create_workflow() writes every row of the graph in the enqueue's
 --   transaction, before any of its jobs is visible to a worker: nothing can finish
 --   before its edges and counters exist.
--- Two statements that end members of the same two groups in opposite orders can
--- deadlock; PostgreSQL aborts one, the worker writes its outcomes again (40P01 is
--- transient), as for crossed children in dependencies.sql.
+-- count_groups() updates the groups of one transaction in id order. A transaction that
+-- releases a group's dependents may end members of other groups through a cancel
+-- cascade; two such can deadlock, and PostgreSQL aborts one, whose outcomes the worker
+-- writes again (40P01 is transient), as for crossed children in dependencies.sql.
 --
 -- Definer: create_workflow() runs as the schema's owner (a producer may not update the
 -- jobs it enqueued); search_path ends in pg_temp and its DECLARE names pg_catalog's
