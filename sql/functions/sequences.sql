@@ -181,7 +181,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.add_to_sequence(children bigint[], sequenc
 AS $function$
 #variable_conflict use_column
 DECLARE
-    key pg_catalog.text := add_to_sequence.sequence_key;
+    seq_key pg_catalog.text := add_to_sequence.sequence_key;
     refused pg_catalog.int8;
     prev pg_catalog.int8;
     child pg_catalog.int8;
@@ -189,9 +189,9 @@ DECLARE
     statuses pg_catalog.text[];
     linked pg_catalog.int8[];
 BEGIN
-    IF key IS NULL OR key = '' OR length(key) > 200 THEN
+    IF seq_key IS NULL OR seq_key = '' OR length(seq_key) > 200 THEN
         RAISE EXCEPTION 'sequence_key must be a non-empty string of at most 200 characters, got %',
-                coalesce(quote_literal(left(key, 210)), 'NULL')
+                coalesce(quote_literal(left(seq_key, 210)), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF children IS NULL OR cardinality(children) = 0 THEN
@@ -215,11 +215,11 @@ BEGIN
     END IF;
     -- The key's row, locked: this orders the enqueues of one key (the header).
     LOOP
-        SELECT s.last_job_id INTO prev FROM {{schema}}.sequences s WHERE s.key = add_to_sequence.key
+        SELECT s.last_job_id INTO prev FROM {{schema}}.sequences s WHERE s.key = seq_key
         FOR UPDATE;
         EXIT WHEN FOUND;
         INSERT INTO {{schema}}.sequences AS s (key, last_job_id)
-        VALUES (add_to_sequence.key, children[1]) ON CONFLICT DO NOTHING;
+        VALUES (seq_key, children[1]) ON CONFLICT DO NOTHING;
         IF FOUND THEN
             prev := NULL;
             EXIT;
@@ -236,9 +236,9 @@ BEGIN
         END IF;
         prev := child;
     END LOOP;
-    UPDATE {{schema}}.sequences s SET last_job_id = prev WHERE s.key = add_to_sequence.key;
+    UPDATE {{schema}}.sequences s SET last_job_id = prev WHERE s.key = seq_key;
     UPDATE {{schema}}.jobs j
-    SET metadata = coalesce(j.metadata, '{}') || jsonb_build_object('sequence', add_to_sequence.key),
+    SET metadata = coalesce(j.metadata, '{}') || jsonb_build_object('sequence', seq_key),
         status = CASE WHEN j.id = ANY(linked) AND j.status = 'pending'
                       THEN 'waiting'::{{schema}}.job_status ELSE j.status END
     WHERE j.id = ANY(children);
