@@ -47,8 +47,11 @@
 --   also the job's predecessor has one edge of kind 'both': cancel (policy "cancel") on
 --   its failure, else hold.
 --
--- Limits: a finished predecessor no longer in jobs (archived or pruned) counts as done;
--- prune keeps a failed job that holds a waiting successor. queue.retry() of a cancelled
+-- Retention: prune.sql and archive_move.sql keep a failed job that holds a waiting
+-- successor and a cancelled job that a key names as its newest (the next enqueue walks
+-- past it), and delete a key's row with the job it names; a predecessor no longer in jobs
+-- (so done, or finished with nothing waiting on it) counts as done.
+-- Limits: queue.retry() of a cancelled
 -- job of a sequence runs it at once, outside the order (retry's rule for jobs with
 -- parents). The running job's cancel releases its successor while the handler may still be
 -- stopping (it hears of the cancel at once, or at its next heartbeat).

@@ -8,7 +8,8 @@
 -- do their edges to their parents (job_dependencies, kept by child) and the rows of the
 -- sequences they ended (an enqueue that holds such a row has repointed it when the
 -- DELETE re-reads it). A failed job of a sequence that holds a waiting job stays until it
--- is retried or cancelled (sql/functions/sequences.sql).
+-- is retried or cancelled, and so does a cancelled job a sequence names as its newest
+-- (sql/functions/sequences.sql).
 WITH gone AS (
     DELETE FROM {{schema}}.jobs
     WHERE id IN (
@@ -21,10 +22,15 @@ WITH gone AS (
               SELECT FROM {{schema}}.job_keys r
               WHERE r.key = j.idempotency_key AND r.job_id = j.id
                 AND j.finished_at + r.unique_for > now()))
-          AND NOT (j.status = 'failed' AND j.metadata ? 'sequence' AND EXISTS (
-              SELECT FROM {{schema}}.job_dependencies d
-              JOIN {{schema}}.jobs c ON c.id = d.child_id
-              WHERE d.parent_id = j.id AND d.kind <> 'parent' AND c.status = 'waiting'))
+          AND NOT (j.metadata ? 'sequence' AND j.status IN ('failed', 'cancelled') AND (
+              EXISTS (  -- a failed job that holds its sequence (sequences.sql)
+                  SELECT FROM {{schema}}.job_dependencies d
+                  JOIN {{schema}}.jobs c ON c.id = d.child_id
+                  WHERE j.status = 'failed' AND d.parent_id = j.id AND d.kind <> 'parent'
+                    AND c.status = 'waiting')
+              OR EXISTS (  -- a cancelled newest job: the next enqueue walks past it
+                  SELECT FROM {{schema}}.sequences s
+                  WHERE j.status = 'cancelled' AND s.last_job_id = j.id)))
         ORDER BY j.finished_at
         LIMIT $3
         FOR UPDATE SKIP LOCKED

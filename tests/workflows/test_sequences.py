@@ -415,3 +415,32 @@ async def test_sequences_in_order_on_two_worker_processes_with_a_failure_holding
         if key == "key-0":  # the failed run of job 5, then its retry and the rest
             expected[10:10] = [(5, "start"), (5, "fail")]
         assert phases == expected, key  # start, end, start, end...: one at a time, in order
+
+
+async def test_retention_keeps_a_failed_job_that_holds_and_drops_finished_keys(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    @queue.task(name="step", max_attempts=1)
+    async def step(n: int) -> None:
+        if n == 0:
+            raise RuntimeError("broken")
+
+    failed = await step.enqueue(n=0, sequence_key="held")
+    held = await step.enqueue(n=1, sequence_key="held")
+    other = await step.enqueue(n=2, sequence_key="other")
+    worker = queue.worker(
+        poll_interval=0.05, retention=0.1, failed_retention=0.1, maintenance_interval=0.2
+    )
+    async with worker:
+
+        async def pruned() -> bool:
+            return not await conn.fetchval(
+                f'SELECT count(*) FROM "{queue.schema}".jobs WHERE id = $1', other.id
+            )
+
+        await eventually(pruned, within=30)
+        await asyncio.sleep(0.5)  # a few more maintenance passes
+    assert await status_of(queue, failed) is JobStatus.FAILED
+    assert await status_of(queue, held) is JobStatus.WAITING
+    keys = await conn.fetch(f'SELECT key FROM "{queue.schema}".sequences ORDER BY key')
+    assert [row["key"] for row in keys] == ["held"]
