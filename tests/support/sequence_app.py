@@ -37,3 +37,13 @@ async def step(ctx: JobContext, key: str, n: int, fail: bool = False) -> int:
                 raise RuntimeError(f"step {key}/{n} fails while the switch is on")
     await _record(ctx, key, n, "end")
     return n
+
+
+@queue.task(name="seq.crash")
+async def crash(ctx: JobContext, key: str, n: int) -> int:
+    """Kills its worker process on its first attempt; done on the next."""
+    await _record(ctx, key, n, "start")
+    if ctx.attempt == 1:
+        os.kill(os.getpid(), 9)
+    await _record(ctx, key, n, "end")
+    return n

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import signal
 import subprocess
 from collections import defaultdict
@@ -224,7 +225,11 @@ async def test_enqueue_many_rows_join_the_sequence_in_row_order(queue: Queue) ->
     assert ledger.most["k"] == 1
 
 
-async def test_concurrent_producers_of_one_key_run_one_at_a_time(queue: Queue) -> None:
+@pytest.mark.parametrize("while_running", [False, True], ids=["then-run", "while-running"])
+async def test_concurrent_producers_of_one_key_run_one_at_a_time(
+    queue: Queue, while_running: bool
+) -> None:
+    # while_running: the enqueues race the completions of the jobs they wait on.
     ledger = Ledger()
     runs: list[tuple[int, int]] = []
 
@@ -237,11 +242,15 @@ async def test_concurrent_producers_of_one_key_run_one_at_a_time(queue: Queue) -
     async def produce(producer: int) -> list[Job]:
         return [await step.enqueue(producer=producer, n=n, sequence_key="k") for n in range(25)]
 
-    batches = await asyncio.gather(*(produce(p) for p in range(6)))
-    jobs = [job for batch in batches for job in batch]
-    heads = [job for job in jobs if job.status is JobStatus.PENDING]
-    assert len(heads) == 1  # one chain: every other job waits on the one before it
-    async with workers(queue, count=2, concurrency=10):
+    async with contextlib.AsyncExitStack() as stack:
+        if while_running:
+            await stack.enter_async_context(workers(queue, count=2, concurrency=10))
+        batches = await asyncio.gather(*(produce(p) for p in range(6)))
+        jobs = [job for batch in batches for job in batch]
+        if not while_running:
+            heads = [job for job in jobs if job.status is JobStatus.PENDING]
+            assert len(heads) == 1  # one chain: every other job waits on the one before it
+            await stack.enter_async_context(workers(queue, count=2, concurrency=10))
         await done(queue, *jobs, within=60)
     assert ledger.most["k"] == 1
     assert len(runs) == 150
@@ -444,3 +453,102 @@ async def test_retention_keeps_a_failed_job_that_holds_and_drops_finished_keys(
     assert await status_of(queue, held) is JobStatus.WAITING
     keys = await conn.fetch(f'SELECT key FROM "{queue.schema}".sequences ORDER BY key')
     assert [row["key"] for row in keys] == ["held"]
+
+
+@pytest.mark.parametrize("attempts", [2, 1])
+async def test_a_job_whose_worker_died_keeps_its_sequence_waiting_or_holds_it(
+    dsn: str, queue: Queue, conn: asyncpg.Connection, attempts: int
+) -> None:
+    # The rescue of an expired lease: with an attempt left the job goes back to pending
+    # and its sequence keeps waiting; on its last attempt it ends failed and holds it.
+    schema = f'"{queue.schema}"'
+    await conn.execute(
+        f"CREATE TABLE {schema}.ledger (job_id bigint, pid int, key text, n int, phase text, "
+        "at timestamptz DEFAULT clock_timestamp(), seq bigserial)"
+    )
+    first = await queue.enqueue(
+        "seq.crash", {"key": "k", "n": 0}, sequence_key="k", max_attempts=attempts
+    )
+    second = await queue.enqueue("seq.step", {"key": "k", "n": 1}, sequence_key="k")
+    proc = cli(dsn, queue.schema, "worker", "tests.support.sequence_app:queue")
+    try:
+        await eventually(lambda: conn.fetchval(f"SELECT count(*) = 1 FROM {schema}.ledger"))
+        proc.wait(20)  # it killed itself
+    finally:
+        proc.kill()
+    rescuer = queue.worker(
+        queues=["nothing"],
+        visibility_timeout=1,
+        heartbeat_interval=0.2,
+        maintenance_interval=0.2,
+        poll_interval=0.2,
+    )
+    expected = JobStatus.PENDING if attempts == 2 else JobStatus.FAILED
+    async with rescuer:
+
+        async def rescued() -> bool:
+            return await status_of(queue, first) is expected
+
+        await eventually(rescued)
+    assert await status_of(queue, second) is JobStatus.WAITING
+    proc = cli(dsn, queue.schema, "worker", "tests.support.sequence_app:queue")
+    try:
+        if attempts == 2:
+            await done(queue, first, second)
+            phases = await conn.fetch(f"SELECT n, phase FROM {schema}.ledger ORDER BY seq")
+            assert [(r["n"], r["phase"]) for r in phases] == [
+                (0, "start"),
+                (0, "start"),
+                (0, "end"),
+                (1, "start"),
+                (1, "end"),
+            ]
+        else:
+            await asyncio.sleep(1.0)  # the new worker polls several times
+            assert await status_of(queue, second) is JobStatus.WAITING
+            assert await queue.cancel(first.id)
+            await done(queue, second)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def test_random_cancels_while_workers_run_keep_every_key_in_order(queue: Queue) -> None:
+    # Cancels of waiting and running jobs race the completions of the jobs before them:
+    # every job that is not cancelled runs once, one at a time per key, in enqueue order.
+    ledger = Ledger()
+    ran: dict[str, list[int]] = defaultdict(list)
+
+    @queue.task(name="step")
+    async def step(key: str, n: int) -> None:
+        ran[key].append(n)
+        # A job cancelled while it runs lets the next one start before its handler hears
+        # of the cancel: the jobs that are never cancelled are one at a time.
+        with ledger.run(key if n not in victims[key] else f"victim-{key}", n):
+            await asyncio.sleep(random.random() * 0.004)
+
+    keys = [f"k{k}" for k in range(5)]
+    rng = random.Random(7)
+    victims = {key: set(rng.sample(range(1, 60), 15)) for key in keys}
+    jobs = {
+        key: await step.enqueue_many([{"key": key, "n": n} for n in range(60)], sequence_key=key)
+        for key in keys
+    }
+    async with workers(queue, count=2, concurrency=5):
+        for n in range(60):
+            for key in keys:
+                if n in victims[key]:
+                    await queue.cancel(jobs[key][n].id)
+            await asyncio.sleep(0.002)
+        survivors = [
+            job for key in keys for n, job in enumerate(jobs[key]) if n not in victims[key]
+        ]
+        await done(queue, *survivors, within=60)
+    for key in keys:
+        assert ledger.most[key] == 1, key
+        order = ran[key]
+        assert order == sorted(order) and len(set(order)) == len(order), key
+        assert set(range(60)) - victims[key] <= set(order), key
