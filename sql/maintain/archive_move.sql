@@ -25,9 +25,9 @@ WITH moved AS (
           AND NOT (j.metadata ? 'sequence' AND j.status IN ('failed', 'cancelled') AND (
               EXISTS (  -- a failed job that holds its sequence (sequences.sql)
                   SELECT FROM {{schema}}.job_dependencies d
-                  JOIN {{schema}}.jobs c ON c.id = d.child_id
                   WHERE j.status = 'failed' AND d.parent_id = j.id AND d.kind <> 'parent'
-                    AND c.status = 'waiting')
+                    AND (SELECT c.status FROM {{schema}}.jobs c WHERE c.id = d.child_id)
+                        = 'waiting')
               OR EXISTS (  -- a cancelled newest job: the next enqueue walks past it
                   SELECT FROM {{schema}}.sequences s
                   WHERE j.status = 'cancelled' AND s.last_job_id = j.id)))
