@@ -509,8 +509,11 @@ class Queue:
                 `unique_for` (seconds or a timedelta a done job keeps its key),
                 `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
                 ids, one or a list, that must be done before it runs: docs/workflows.md),
-                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
-                connection of yours: the job commits with your transaction) and
+                `on_parent_failure` ("cancel", the default, or "run"), `sequence_key` (a
+                str of up to 200 characters: jobs of one key run one at a time in enqueue
+                order, a failed one holds the rest until retried or cancelled;
+                docs/workflows.md), `connection` (an asyncpg connection of yours: the job
+                commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
 
@@ -804,7 +807,9 @@ class Queue:
         handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
         handler running in a thread cannot be interrupted: its result is discarded. The
         jobs that depend on it (`depends_on=`) are cancelled with it, unless they were
-        enqueued with `on_parent_failure="run"` (docs/workflows.md).
+        enqueued with `on_parent_failure="run"` (docs/workflows.md). A failed job of a
+        sequence (`sequence_key=`) can be cancelled too: the rest of its sequence then goes
+        on.
 
         >>> if await queue.cancel(job.id): print("cancelled, running or not")
 

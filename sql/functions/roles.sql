@@ -27,12 +27,13 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version, %I.tasks TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, jsonb, text, timestamptz, '
-                   'integer, integer, text, interval, text, text, bigint[], text), '
+                   'integer, integer, text, interval, text, text, bigint[], text, text), '
                    '%I.enqueue_unique(text, jsonb, text[], text, integer, timestamptz, '
                    'integer, interval, text), %I.job_status(bigint), '
-                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
+                   '%I.add_dependencies(bigint[], bigint[], text), '
+                   '%I.add_to_sequence(bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   role_name);
+                   '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_producer(name) FROM PUBLIC;
@@ -64,9 +65,11 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.take_ticks(text, timestamptz, timestamptz, '
                    'text, text, integer, integer, timestamptz[], text[]), %I.archive_extend(), '
                    '%I.archive_drop(%I.job_status, timestamptz), '
-                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
+                   '%I.add_dependencies(bigint[], bigint[], text), '
+                   '%I.add_to_sequence(bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   '{{schema_name}}', role_name);
+                   '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, DELETE ON %I.sequences TO %I', '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_worker(name) FROM PUBLIC;

@@ -25,6 +25,7 @@ RUNNERS = {
     "unique": ("tests/docs/test_docs_examples.py", 'blocks("unique"'),
     "outage": ("tests/docs/test_docs_examples.py", 'blocks("outage"'),
     "workflows": ("tests/docs/test_docs_workflows.py", 'blocks("workflows"'),
+    "sequences": ("tests/docs/test_docs_sequences.py", 'blocks("sequences"'),
     "quickstart": ("tests/docs/test_readme.py", 'blocks("quickstart"'),
     "fastapi": ("tests/docs/test_readme.py", 'blocks("fastapi"'),
     "operate": ("tests/docs/test_readme_operate.py", 'blocks("operate"'),
