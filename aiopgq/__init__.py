@@ -23,6 +23,7 @@ from ._errors import (
     QueueNotOpen,
     SchemaError,
     Snooze,
+    StepMismatch,
     TaskNotFound,
 )
 from ._models import (
@@ -72,6 +73,7 @@ __all__ = [
     "Retry",
     "SchemaError",
     "Snooze",
+    "StepMismatch",
     "SyncQueue",
     "Task",
     "TaskNotFound",

@@ -8,7 +8,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import asyncpg
@@ -18,6 +18,7 @@ from ._db.statements import Statements
 from ._errors import ConfigurationError, LeaseLost
 from ._models import Job
 from ._payload import decode_payload, encode_result
+from ._steps import StepRun, seconds_of
 
 # A state is saved with every heartbeat that carries it: keep it small.
 MAX_STATE_BYTES = 100_000
@@ -106,6 +107,7 @@ class JobContext:
         # on seeing `cancelled` after the worker dropped its stop request.
         self.stopped = False
         self._in_transaction = False
+        self._steps: StepRun | None = None  # made by the run's first durable step
 
     def __repr__(self) -> str:
         return f"<JobContext job {self.job_id} ({self.task}) attempt {self.attempt}>"
@@ -281,6 +283,11 @@ class JobContext:
                 "ctx.transaction() is not available with hold_transaction=True (the held "
                 "batch transaction locks the job's row until the handler returns)"
             )
+        steps = self._steps
+        if steps is not None and steps.in_flight is not None:
+            async with steps.transaction() as conn:  # commits with the step's record
+                yield conn
+            return
         if self.committed or self._in_transaction:
             raise RuntimeError(
                 f"job {self.job_id}: ctx.transaction() commits the job's done once; "
@@ -310,6 +317,116 @@ class JobContext:
             services.transaction_committed(self)
         finally:
             self._in_transaction = False
+
+    # -- durable steps (aiopgq/_steps.py) ------------------------------------------
+
+    def _step_run(self, what: str) -> StepRun:
+        if self._services.holds_transactions:
+            raise ConfigurationError(
+                f"ctx.{what}() is not available with hold_transaction=True (the held batch "
+                "transaction locks the job's row until the handler returns)"
+            )
+        if self._steps is None:
+            self._steps = StepRun(self._services, self.lease, self.job.run_at)
+        return self._steps
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` (async or not) once for this job, and store its return
+        value with the job; any later run of the job (a retry, a rescue after a crash, a
+        resume after `sleep` or `wait_event`) gets the stored value back and does not call
+        `fn` again. A step that raises is not recorded. If `fn` does its database work in
+        `ctx.transaction()`, that work commits with the step's record when `fn` returns
+        (exactly once); other effects happen at least once, again only if the run ends
+        between the effect and the record. Steps run one at a time, in the same order on
+        every run (docs/durable-steps.md: the replay rules).
+
+        >>> rows = await ctx.step("fetch", fetch_rows, url)
+        >>> await ctx.step("load", load_rows, rows)
+
+        Args:
+            name: the step's name, unique within a run (e.g. f"page-{i}").
+            fn: the function to run; a coroutine function is awaited, any other callable
+                runs in a thread.
+            *args: positional arguments for `fn`.
+            **kwargs: keyword arguments for `fn`.
+
+        Returns:
+            What `fn` returned, or what it returned in the run that recorded the step.
+
+        Raises:
+            StepMismatch: an earlier run recorded another step at this place.
+            ValueError: `name` is empty or used twice in this run, or the value is over
+                1,000,000 bytes as JSON.
+            TypeError: the value cannot be stored as JSON.
+            LeaseLost: this run no longer holds the job: the step was not recorded.
+            RuntimeError: another step of this run has not returned yet.
+        """
+        return await self._step_run("step").step(name, fn, args, kwargs)
+
+    async def sleep(self, delay: float | timedelta) -> None:
+        """Sleep durably: the job leaves its worker (no slot, connection or lease held) and
+        runs again from the top after `delay`; completed steps replay from storage, and
+        this sleep returns at once on that run. Code before it that is not in a step runs
+        again. It does not count as an attempt, nor as a snooze.
+
+        >>> await ctx.sleep(timedelta(days=1))
+
+        Args:
+            delay: seconds, or a timedelta (0 to 10 years).
+
+        Raises:
+            TypeError: `delay` is neither a number nor a timedelta.
+            ValueError: `delay` is negative or over 10 years.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        seconds = seconds_of(delay, "ctx.sleep")
+        await self._step_run("sleep").sleep(seconds, None, *self._progress_columns())
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep durably until `when` (as `sleep`; a time past returns on the next run).
+
+        >>> await ctx.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))
+
+        Args:
+            when: an aware datetime.
+
+        Raises:
+            TypeError: `when` is not an aware datetime.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise TypeError(f"ctx.sleep_until: an aware datetime, got {when!r}")
+        await self._step_run("sleep_until").sleep(None, when.timestamp(), *self._progress_columns())
+
+    async def wait_event(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """Wait for event `name` (`Queue.emit_event`) and return its payload. If it was
+        emitted already (and is still kept: 30 days), it returns at once; else the job
+        leaves its worker (no slot, connection or lease held) and runs again from the top
+        when the event is emitted, completed steps replayed, and this call returns the
+        payload. Recorded as a step: later runs get the same payload.
+
+        >>> payment = await ctx.wait_event(f"payment:{order_id}", timeout=timedelta(days=2))
+
+        Args:
+            name: the event's name.
+            timeout: seconds or a timedelta from the first wait (default None: no limit).
+
+        Returns:
+            The payload the event was emitted with (None without one).
+
+        Raises:
+            TimeoutError: the timeout passed before the event was emitted.
+            ValueError: `name` is empty, or `timeout` is negative or over 10 years.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        seconds = None if timeout is None else seconds_of(timeout, "ctx.wait_event timeout")
+        return await self._step_run("wait_event").wait_event(name, seconds)
+
+    def _progress_columns(self) -> tuple[float | None, str | None]:
+        return self.progress_value, self.state_text
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

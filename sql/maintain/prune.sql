@@ -5,7 +5,8 @@
 -- the status. A done job that still holds its idempotency key (unique_for, job_keys)
 -- stays until its window is over. The key rows and ticks of the deleted jobs go with
 -- them (a key row that an enqueue has locked is left: that enqueue repoints it), and so
--- do their edges to their parents (job_dependencies, kept by child).
+-- do their edges to their parents (job_dependencies, kept by child) and their durable
+-- steps and waits (job_steps, job_waits: migrations/0027_durable_steps.sql).
 WITH gone AS (
     DELETE FROM {{schema}}.jobs
     WHERE id IN (
@@ -34,5 +35,9 @@ WITH gone AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM gone)
 ), edges_gone AS (
     DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM gone)
+), steps_gone AS (
+    DELETE FROM {{schema}}.job_steps WHERE job_id IN (SELECT id FROM gone)
+), waits_gone AS (
+    DELETE FROM {{schema}}.job_waits WHERE job_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone;
