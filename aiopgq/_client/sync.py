@@ -54,6 +54,7 @@ _STATEMENTS = (
     "get_job",
     "registered_tasks",
     "add_dependencies",
+    "emit_event",
 )
 
 
