@@ -318,78 +318,66 @@ class JobContext:
         finally:
             self._in_transaction = False
 
-    # -- durable steps (aiopgq/_steps.py) ------------------------------------------
+    # -- durable steps: aiopgq/_steps.py, docs/durable-steps.md (the replay rules) ----
 
     def _step_run(self, what: str) -> StepRun:
         if self._services.holds_transactions:
-            raise ConfigurationError(
-                f"ctx.{what}() is not available with hold_transaction=True (the held batch "
-                "transaction locks the job's row until the handler returns)"
-            )
+            raise ConfigurationError(f"ctx.{what}() is not available with hold_transaction=True")
         if self._steps is None:
             self._steps = StepRun(self._services, self.lease, self.job.run_at)
         return self._steps
 
     async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run `fn(*args, **kwargs)` (async or not) once for this job, and store its return
-        value with the job; any later run of the job (a retry, a rescue after a crash, a
-        resume after `sleep` or `wait_event`) gets the stored value back and does not call
-        `fn` again. A step that raises is not recorded. If `fn` does its database work in
-        `ctx.transaction()`, that work commits with the step's record when `fn` returns
-        (exactly once); other effects happen at least once, again only if the run ends
-        between the effect and the record. Steps run one at a time, in the same order on
-        every run (docs/durable-steps.md: the replay rules).
+        """Run `fn(*args, **kwargs)` (async, or sync in a thread) once for this job and store
+        its JSON return value; later runs of the job (retries, rescues, resumes) get it back
+        without calling `fn`. A step that raises is not recorded; `ctx.transaction()` inside
+        `fn` commits with the step's record when `fn` returns.
 
         >>> rows = await ctx.step("fetch", fetch_rows, url)
-        >>> await ctx.step("load", load_rows, rows)
 
         Args:
-            name: the step's name, unique within a run (e.g. f"page-{i}").
-            fn: the function to run; a coroutine function is awaited, any other callable
-                runs in a thread.
+            name: unique within a run (e.g. f"page-{i}").
+            fn: the function to run.
             *args: positional arguments for `fn`.
             **kwargs: keyword arguments for `fn`.
 
         Returns:
-            What `fn` returned, or what it returned in the run that recorded the step.
+            What `fn` returned, in this run or the one that recorded the step.
 
         Raises:
             StepMismatch: an earlier run recorded another step at this place.
-            ValueError: `name` is empty or used twice in this run, or the value is over
-                1,000,000 bytes as JSON.
+            ValueError: `name` empty or used twice in this run; a value over 1 MB as JSON.
             TypeError: the value cannot be stored as JSON.
-            LeaseLost: this run no longer holds the job: the step was not recorded.
+            LeaseLost: this run no longer holds the job (nothing recorded).
             RuntimeError: another step of this run has not returned yet.
         """
         return await self._step_run("step").step(name, fn, args, kwargs)
 
     async def sleep(self, delay: float | timedelta) -> None:
-        """Sleep durably: the job leaves its worker (no slot, connection or lease held) and
-        runs again from the top after `delay`; completed steps replay from storage, and
-        this sleep returns at once on that run. Code before it that is not in a step runs
-        again. It does not count as an attempt, nor as a snooze.
+        """Sleep durably: the job leaves its worker (no slot, connection or lease) and runs
+        again from the top after `delay`, its steps replayed; not a failed attempt.
 
         >>> await ctx.sleep(timedelta(days=1))
 
         Args:
-            delay: seconds, or a timedelta (0 to 10 years).
+            delay: seconds or a timedelta, 0 to 10 years.
 
         Raises:
-            TypeError: `delay` is neither a number nor a timedelta.
-            ValueError: `delay` is negative or over 10 years.
+            TypeError: not a number or timedelta.
+            ValueError: negative or over 10 years.
             StepMismatch: an earlier run recorded another step at this place.
             LeaseLost: this run no longer holds the job.
         """
         seconds = seconds_of(delay, "ctx.sleep")
-        await self._step_run("sleep").sleep(seconds, None, *self._progress_columns())
+        await self._step_run("sleep").sleep(seconds, None, self.progress_value, self.state_text)
 
     async def sleep_until(self, when: datetime) -> None:
-        """Sleep durably until `when` (as `sleep`; a time past returns on the next run).
+        """Sleep durably until `when`, as `sleep` does.
 
         >>> await ctx.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))
 
         Args:
-            when: an aware datetime.
+            when: an aware datetime (one past: the job runs again at once).
 
         Raises:
             TypeError: `when` is not an aware datetime.
@@ -398,35 +386,31 @@ class JobContext:
         """
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise TypeError(f"ctx.sleep_until: an aware datetime, got {when!r}")
-        await self._step_run("sleep_until").sleep(None, when.timestamp(), *self._progress_columns())
+        at = when.timestamp()
+        await self._step_run("sleep_until").sleep(None, at, self.progress_value, self.state_text)
 
     async def wait_event(self, name: str, timeout: float | timedelta | None = None) -> Any:
-        """Wait for event `name` (`Queue.emit_event`) and return its payload. If it was
-        emitted already (and is still kept: 30 days), it returns at once; else the job
-        leaves its worker (no slot, connection or lease held) and runs again from the top
-        when the event is emitted, completed steps replayed, and this call returns the
-        payload. Recorded as a step: later runs get the same payload.
+        """The payload of event `name` (`Queue.emit_event`): at once if it was emitted (and
+        is kept: 30 days), else the job leaves its worker until it is, and runs again from
+        the top, its steps replayed. Recorded as a step.
 
-        >>> payment = await ctx.wait_event(f"payment:{order_id}", timeout=timedelta(days=2))
+        >>> paid = await ctx.wait_event(f"payment:{order_id}", timeout=timedelta(days=2))
 
         Args:
             name: the event's name.
-            timeout: seconds or a timedelta from the first wait (default None: no limit).
+            timeout: seconds or a timedelta from the first wait (default None: none).
 
         Returns:
-            The payload the event was emitted with (None without one).
+            The event's payload (None without one).
 
         Raises:
-            TimeoutError: the timeout passed before the event was emitted.
-            ValueError: `name` is empty, or `timeout` is negative or over 10 years.
+            TimeoutError: the timeout passed first (raised on the run that resumes).
+            ValueError: `name` empty; `timeout` negative or over 10 years.
             StepMismatch: an earlier run recorded another step at this place.
             LeaseLost: this run no longer holds the job.
         """
         seconds = None if timeout is None else seconds_of(timeout, "ctx.wait_event timeout")
         return await self._step_run("wait_event").wait_event(name, seconds)
-
-    def _progress_columns(self) -> tuple[float | None, str | None]:
-        return self.progress_value, self.state_text
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -29,16 +29,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
+import asyncpg
 
 from ._db.connection import Connection
+from ._db.statements import Statements
 from ._errors import LeaseLost, StepMismatch
 from ._payload import decode_payload, encode_result
-
-if TYPE_CHECKING:
-    from ._context import ContextServices, Lease
 
 # A step's result is stored with the job: keep it small (a reference, not the data).
 MAX_STEP_BYTES = 1_000_000
@@ -80,10 +79,30 @@ class _InFlight:
     transaction: _StepTransaction | None = None
 
 
+class StepServices(Protocol):
+    """What the steps need of the worker running the job (JobContext's services)."""
+
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+    @property
+    def sql(self) -> Statements: ...
+
+
+class RunLease(Protocol):
+    """The run's fencing token (JobContext's Lease)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def worker(self) -> str: ...
+
+
 class StepRun:
     """The durable steps of one run of a job (one per JobContext, made at its first step)."""
 
-    def __init__(self, services: ContextServices, lease: Lease, scheduled_at: datetime) -> None:
+    def __init__(self, services: StepServices, lease: RunLease, scheduled_at: datetime) -> None:
         self._services = services
         self._lease = lease
         self._scheduled_at = scheduled_at.timestamp()
