@@ -28,6 +28,7 @@ from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
 from .._observer import Observer
 from .._retry import Retry
 from .._schedule import Schedule, with_tick
+from .._steps import JobSteps
 from .._task import Task
 from .._worker.worker import Worker
 from .admin import Admin
@@ -40,6 +41,7 @@ from .limits import Limits as LimitsPart
 from .partitions import Partitions
 from .read import Read
 from .results import Results
+from .steps import read_steps
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -892,6 +894,24 @@ class Queue:
             QueueNotOpen: the queue is not open and no connection was given.
         """
         return await emit_event(self._core, name, payload, connection)
+
+    async def job_steps(self, job_id: int) -> JobSteps:
+        """A job's recorded durable steps (name, kind, when, duration) and what it waits for
+        (an event, or a sleep's end). A job pruned or archived has none.
+
+        >>> (await queue.job_steps(job.id)).waiting_for
+        'event payment:42'
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            Its steps, in order, and its current wait.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
+        """
+        return await read_steps(self._core, job_id)
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only).
