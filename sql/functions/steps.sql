@@ -16,7 +16,11 @@
 -- as the step at `position`, records a timeout whose time has come, or suspends the job:
 -- its lease ends (attempt not counted: a wait is not a failure), and it waits in status
 -- 'waiting' (off the claim's index: a waiting job costs the claim nothing) or, with a
--- timeout, pending at its deadline. The deadline of the first wait at a position is
+-- timeout, pending at its deadline. A job with an idempotency key waits pending, at run_at
+-- 'infinity' without a timeout: the key's holder must be pending or running
+-- (jobs_idempotency_key_idx, enqueue_unique()), so the key keeps deduplicating while the
+-- job waits; such a waiter costs the claim's index walk what a sleeping job costs
+-- (docs/durable-steps.md has the figures). The deadline of the first wait at a position is
 -- kept (job_waits.until), so a job resumed early keeps its original timeout. It takes
 -- the event name's advisory lock first (events.sql says why no wake-up is lost). It
 -- returns ('event', payload), ('timeout', NULL), ('waiting', NULL), or ('lost', NULL)
@@ -77,8 +81,12 @@ BEGIN
         RETURN;
     END IF;
     UPDATE {{schema}}.jobs j
-    SET status = CASE WHEN deadline IS NULL THEN 'waiting' ELSE 'pending' END::{{schema}}.job_status,
-        run_at = coalesce(deadline, j.run_at), attempts = j.attempts - 1,
+    SET status = CASE WHEN deadline IS NULL AND j.idempotency_key IS NULL THEN 'waiting'
+                      ELSE 'pending' END::{{schema}}.job_status,
+        run_at = CASE WHEN deadline IS NOT NULL THEN deadline
+                      WHEN j.idempotency_key IS NOT NULL THEN 'infinity'
+                      ELSE j.run_at END,
+        attempts = j.attempts - 1,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
     WHERE j.id = job;
     RETURN QUERY SELECT 'waiting'::pg_catalog.text, NULL::pg_catalog.text;

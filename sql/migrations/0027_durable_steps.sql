@@ -38,7 +38,8 @@ CREATE TABLE {{schema}}.job_steps (
 -- What a suspended job waits for: one row per job, while it waits (ctx.sleep writes
 -- none: a sleeping job is a pending job whose run_at is its wake time; its sleep is a
 -- job_steps row). An event waiter is in status 'waiting' (off jobs_pending_idx, so it
--- costs the claim nothing), or pending at its timeout (`until`) when it has one;
+-- costs the claim nothing), or pending at its timeout (`until`) when it has one, or
+-- pending at 'infinity' when it holds an idempotency key (functions/steps.sql says why);
 -- emit_event() finds the waiters of a name by job_waits_event_idx.
 CREATE TABLE {{schema}}.job_waits (
     job_id bigint NOT NULL,

@@ -201,3 +201,23 @@ async def test_archiving_deletes_steps(queue: Queue, conn: asyncpg.Connection) -
         await eventually(moved, within=20)
     assert (await queue.get_job(job.id)).result == 1  # read from the archive
     assert await _steps(conn, queue.schema, job.id) == []
+
+
+async def test_a_job_waiting_for_an_event_keeps_its_unique_key(queue: Queue) -> None:
+    """A keyed waiter waits pending (run_at infinity), not 'waiting': the key's holder
+    must be pending or running, for plain keys and for unique_for windows alike."""
+
+    @queue.task(name="p.keyed_wait")
+    async def keyed(ctx: JobContext) -> object:
+        return await ctx.wait_event("p.keyed")
+
+    plain = await keyed.enqueue(idempotency_key="k")
+    windowed = await keyed.enqueue(idempotency_key="w", unique_for=timedelta(hours=1))
+    await queue.worker().run(burst=True)
+    assert (await queue.get_job(plain.id)).status is JobStatus.PENDING
+    assert (await keyed.enqueue(idempotency_key="k")).id == plain.id
+    again = await keyed.enqueue(idempotency_key="w", unique_for=timedelta(hours=1))
+    assert again.id == windowed.id
+    assert await queue.emit_event("p.keyed", "go") == 2
+    await queue.worker().run(burst=True)
+    assert (await queue.get_job(plain.id)).result == "go"
