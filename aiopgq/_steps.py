@@ -245,13 +245,16 @@ class StepRun:
         flight.transaction = held
 
     async def _close(self, held: _StepTransaction) -> None:
-        """Roll back what is not committed and give the connection back."""
-        if not held.committed:
-            try:
-                await held.transaction.rollback()
-            except Exception:  # a dead connection: the server rolled back
-                pass
-        await self._services.pool.release(held.conn)  # type: ignore[arg-type]
+        """Roll back what is not committed and give the connection back; shielded, so that
+        a handler cancelled in a step (its timeout, a cancel) leaves no open transaction on
+        a pooled connection."""
+        with anyio.CancelScope(shield=True):
+            if not held.committed:
+                try:
+                    await held.transaction.rollback()
+                except Exception:  # a dead connection: the server rolled back
+                    pass
+            await self._services.pool.release(held.conn)  # type: ignore[arg-type]
 
     # -- ctx.sleep -------------------------------------------------------------
 

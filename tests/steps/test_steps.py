@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -222,3 +224,20 @@ async def test_not_in_hold_transaction_mode(queue: Queue, hold: bool) -> None:
     await queue.worker(hold_transaction=hold).run(burst=True)
     [error] = errors
     assert "hold_transaction=True" in str(error)
+
+
+async def test_a_step_cancelled_by_the_task_timeout_rolls_back(queue: Queue, ledger: str) -> None:
+    async def slow(ctx: JobContext) -> None:
+        async with ctx.transaction() as conn:
+            await conn.execute(f"INSERT INTO {ledger} (job_id) VALUES ($1)", ctx.job_id)
+        await asyncio.sleep(30)  # the task's timeout cancels the step here
+
+    @queue.task(name="st.timeout", max_attempts=1, timeout=0.3)
+    async def timed(ctx: JobContext) -> None:
+        await ctx.step("slow", slow, ctx)
+
+    job = await timed.enqueue()
+    await queue.worker().run(burst=True)
+    failed = await queue.get_job(job.id)
+    assert failed.status is JobStatus.FAILED and "timeout" in (failed.last_error or "")
+    assert await queue.pool.fetchval(f"SELECT count(*) FROM {ledger}") == 0
