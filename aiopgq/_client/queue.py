@@ -41,7 +41,7 @@ from .limits import Limits as LimitsPart
 from .partitions import Partitions
 from .read import Read
 from .results import Results
-from .steps import read_steps
+from .job_steps import read_steps
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
