@@ -36,12 +36,12 @@ from .core import Core
 from .enqueue import Enqueue
 from .events import emit_event
 from .hooks import EnqueueHook, Hooks
+from .job_steps import read_steps
 from .limits import KEEP, Keep
 from .limits import Limits as LimitsPart
 from .partitions import Partitions
 from .read import Read
 from .results import Results
-from .job_steps import read_steps
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
