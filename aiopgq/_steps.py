@@ -234,15 +234,15 @@ class StepRun:
                 "twice; do a step's database work in one `async with ctx.transaction()`"
             )
         conn = await self._services.pool.acquire()
-        held = _StepTransaction(conn, conn.transaction())
+        held = flight.transaction = _StepTransaction(conn, conn.transaction())
         try:
             await held.transaction.start()
             yield conn
         except BaseException:
+            flight.transaction = None
             await self._close(held)
             raise
         # Left open: step() inserts the row on it, commits, and gives it back.
-        flight.transaction = held
 
     async def _close(self, held: _StepTransaction) -> None:
         """Roll back what is not committed and give the connection back; shielded, so that

@@ -241,3 +241,32 @@ async def test_a_step_cancelled_by_the_task_timeout_rolls_back(queue: Queue, led
     failed = await queue.get_job(job.id)
     assert failed.status is JobStatus.FAILED and "timeout" in (failed.last_error or "")
     assert await queue.pool.fetchval(f"SELECT count(*) FROM {ledger}") == 0
+
+
+async def test_one_transaction_per_step(queue: Queue, ledger: str) -> None:
+    errors: list[str] = []
+
+    async def twice(ctx: JobContext) -> int:
+        async with ctx.transaction() as conn:
+            await conn.execute(f"INSERT INTO {ledger} (job_id) VALUES ($1)", ctx.job_id)
+            try:
+                async with ctx.transaction():
+                    pass
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        return 1
+
+    @queue.task(name="st.twice_tx", max_attempts=1)
+    async def task(ctx: JobContext) -> int:
+        first = await ctx.step("a", twice, ctx)
+        async with ctx.transaction() as conn:  # outside a step: commits the job's done
+            await conn.execute(f"INSERT INTO {ledger} (job_id) VALUES ($1)", ctx.job_id)
+            ctx.set_result(first + 1)
+        return 0
+
+    job = await task.enqueue()
+    await queue.worker().run(burst=True)
+    assert len(errors) == 1 and "opened ctx.transaction() twice" in errors[0]
+    done = await queue.get_job(job.id)
+    assert done.status is JobStatus.DONE and done.result == 2
+    assert await queue.pool.fetchval(f"SELECT count(*) FROM {ledger}") == 2
