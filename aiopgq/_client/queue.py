@@ -18,6 +18,7 @@ import asyncpg
 
 from .._context import Middleware
 from .._db import migrations
+from .._db.connection import Connection
 from .._db.dsn import check_dsn, redact
 from .._db.pool import connect, create_pool
 from .._db.statements import Statements
@@ -27,12 +28,15 @@ from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
 from .._observer import Observer
 from .._retry import Retry
 from .._schedule import Schedule, with_tick
+from .._steps import JobSteps
 from .._task import Task
 from .._worker.worker import Worker
 from .admin import Admin
 from .core import Core
 from .enqueue import Enqueue
+from .events import emit_event
 from .hooks import EnqueueHook, Hooks
+from .job_steps import read_steps
 from .limits import KEEP, Keep
 from .limits import Limits as LimitsPart
 from .partitions import Partitions
@@ -868,6 +872,51 @@ class Queue:
             QueueNotOpen: the queue is not open.
         """
         return await self._admin.retry_failed(queue, task)
+
+    async def emit_event(
+        self, name: str, payload: Any = None, *, connection: Connection | None = None
+    ) -> int:
+        """Emit event `name`: the jobs waiting for it in `ctx.wait_event(name)` become
+        runnable in this call's transaction and get `payload`; a job that waits later gets
+        it at once (the last emission of a name is kept 30 days). SQL:
+        `SELECT aiopgq.emit_event('payment:42', '{"ok": true}')`.
+
+        >>> await queue.emit_event(f"payment:{order_id}", {"amount": 1200})
+        1
+
+        Args:
+            name: the event's name (one per occurrence: "payment:42", not "payment").
+            payload: a JSON value for the waiters (default None).
+            connection: an asyncpg connection of yours: the emit commits with your
+                transaction (default None: a pool connection, committed at once).
+
+        Returns:
+            How many waiting jobs it woke.
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `payload` cannot be stored as JSON.
+            QueueNotOpen: the queue is not open and no connection was given.
+        """
+        return await emit_event(self._core, name, payload, connection)
+
+    async def job_steps(self, job_id: int) -> JobSteps:
+        """A job's recorded durable steps (name, kind, when, duration) and what it waits for
+        (an event, or a sleep's end). A job pruned or archived has none.
+
+        >>> (await queue.job_steps(job.id)).waiting_for
+        'event payment:42'
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            Its steps, in order, and its current wait.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
+        """
+        return await read_steps(self._core, job_id)
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only).

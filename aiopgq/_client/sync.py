@@ -30,6 +30,7 @@ from .._enqueue_options import (
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, JobStatus, build_job, job_from_record
 from .._task import Task
+from .events import event_arguments
 from .inserts import batch_jobs
 from .prepare import prepare_many, prepare_one
 from .queue import Queue
@@ -55,6 +56,7 @@ _STATEMENTS = (
     "registered_tasks",
     "add_dependencies",
     "add_to_sequence",
+    "emit_event",
 )
 
 
@@ -376,6 +378,35 @@ class SyncQueue:
         if found is None:
             raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
         return job_from_record(found)
+
+    def emit_event(
+        self, name: str, payload: Any = None, *, connection: psycopg.Connection[Any] | None = None
+    ) -> int:
+        """Emit event `name` (as `Queue.emit_event`): the jobs waiting for it become
+        runnable in this call's transaction; a job that waits later gets it at once.
+
+        >>> queue.emit_event("payment:42", {"amount": 1200})
+
+        Args:
+            name: the event's name.
+            payload: a JSON value for the waiters (default None).
+            connection: a psycopg connection of yours: the emit commits with your
+                transaction (default None: the queue's own, committed at once).
+
+        Returns:
+            How many waiting jobs it woke.
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `payload` cannot be stored as JSON.
+            SchemaError: the schema is missing or outdated.
+            ConfigurationError: no database given or set, or it cannot be reached.
+        """
+        name, text = event_arguments(name, payload)
+        with self._connection(connection) as conn:
+            row = self._fetchone(conn, "emit_event", _params(name, text))
+        assert row is not None  # a function call: one row
+        return int(row[0])
 
     # -- connections -------------------------------------------------------------
 

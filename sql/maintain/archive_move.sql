@@ -6,8 +6,10 @@
 -- still holds its idempotency key (unique_for, job_keys: enqueue_unique reads the
 -- holder in jobs), as in prune.sql. The key rows and ticks of the moved jobs go, as
 -- the pruner's do, and so do their edges to their parents (job_dependencies: a finished
--- child needs them no more), and the rows of the sequences they ended; the jobs of
--- sequences that prune.sql keeps stay here too. SKIP LOCKED: a row an operator is retrying waits for the next pass.
+-- child needs them no more), their durable steps and waits (job_steps, job_waits: an
+-- archived job runs no more, and a restored one is a finished job), and the rows of the
+-- sequences they ended; the jobs of sequences that prune.sql keeps stay here too.
+-- SKIP LOCKED: a row an operator is retrying waits for the next pass.
 -- The IN list proves the partial index's predicate for a generic plan too.
 WITH moved AS (
     DELETE FROM {{schema}}.jobs
@@ -52,5 +54,9 @@ WITH moved AS (
     DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM moved)
 ), sequences_gone AS (
     DELETE FROM {{schema}}.sequences WHERE last_job_id IN (SELECT id FROM moved)
+), steps_gone AS (
+    DELETE FROM {{schema}}.job_steps WHERE job_id IN (SELECT id FROM moved)
+), waits_gone AS (
+    DELETE FROM {{schema}}.job_waits WHERE job_id IN (SELECT id FROM moved)
 )
 SELECT count(*) FROM moved;

@@ -26,6 +26,7 @@ RUNNERS = {
     "outage": ("tests/docs/test_docs_examples.py", 'blocks("outage"'),
     "workflows": ("tests/docs/test_docs_workflows.py", 'blocks("workflows"'),
     "sequences": ("tests/docs/test_docs_sequences.py", 'blocks("sequences"'),
+    "steps": ("tests/docs/test_docs_steps.py", 'blocks("steps"'),
     "quickstart": ("tests/docs/test_readme.py", 'blocks("quickstart"'),
     "fastapi": ("tests/docs/test_readme.py", 'blocks("fastapi"'),
     "operate": ("tests/docs/test_readme_operate.py", 'blocks("operate"'),
