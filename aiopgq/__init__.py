@@ -9,6 +9,8 @@ from ._client.queue import Queue
 from ._client.results import JobCancelled, JobFailed
 from ._client.sync import SyncQueue
 from ._client.unique import DuplicateJob
+from ._client.workflow_builder import WorkflowBuilder, WorkflowNode
+from ._client.workflows import Workflow, WorkflowGroup, WorkflowJob
 from ._context import JobContext, Lease
 from ._db.connection import Connection
 from ._errors import (
@@ -25,6 +27,7 @@ from ._errors import (
     Snooze,
     StepMismatch,
     TaskNotFound,
+    WorkflowNotFound,
 )
 from ._models import (
     ArchiveLayout,
@@ -82,6 +85,12 @@ __all__ = [
     "TaskNotFound",
     "Worker",
     "WorkerProcesses",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowGroup",
+    "WorkflowJob",
+    "WorkflowNode",
+    "WorkflowNotFound",
     "current_job",
     "run_workers",
 ]

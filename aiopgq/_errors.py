@@ -79,6 +79,10 @@ class JobNotFound(Error):
     """No job with that id exists."""
 
 
+class WorkflowNotFound(Error):
+    """No workflow with that id exists."""
+
+
 class EmbeddedServerError(Error):
     """The embedded PostgreSQL server could not be found, started or stopped."""
 

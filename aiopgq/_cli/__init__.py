@@ -37,6 +37,7 @@ from . import (
     top,
     worker,
     workers,
+    workflows,
 )
 from .common import DSN_HELP, SCHEMA_HELP, HelpFormatter, UsageError
 
@@ -72,7 +73,7 @@ class _Parser(argparse.ArgumentParser):
 COMMAND_MODULES = (
     *(migrate, enqueue, status, jobs, actions, queue, worker, doctor, workers, top),
     *(schedules, server, demo),
-    *(dashboard, partition),
+    *(dashboard, partition, workflows),
 )
 
 

@@ -42,6 +42,8 @@ from .limits import Limits as LimitsPart
 from .partitions import Partitions
 from .read import Read
 from .results import Results
+from .workflow_builder import WorkflowBuilder
+from .workflows import Workflow, Workflows
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -116,6 +118,7 @@ class Queue:
         self._partitions = Partitions(core)
         self._read = Read(core, self)
         self._results = Results(core, self)
+        self._workflows = Workflows(core, self._enqueue, self._hooks)
 
     def __repr__(self) -> str:
         where = redact(self.dsn) if self.dsn else "external pool"
@@ -657,6 +660,100 @@ class Queue:
             QueueNotOpen: the queue is not open.
         """
         return await self._results.wait_for_job(job_id, timeout)
+
+    # -- workflows (aiopgq/_client/workflows.py) --------------------------------
+
+    def workflow(self, name: str) -> WorkflowBuilder:
+        """A workflow builder: its `add` and `add_many` make a graph of jobs, `enqueue()`
+        writes it in one transaction (docs/workflows.md).
+
+        >>> wf = queue.workflow("nightly"); a = wf.add(fetch, "x"); wf.add(load, depends_on=[a])
+        >>> wid = await wf.enqueue()
+
+        Args:
+            name: the workflow's name (shown by get_workflow and `aiopgq workflows`).
+
+        Returns:
+            A new WorkflowBuilder.
+
+        Raises:
+            ValueError: an empty name.
+        """
+        return self._workflows.builder(name)
+
+    async def get_workflow(self, workflow_id: int) -> Workflow:
+        """A workflow as it is now: its status, counts per job status, groups and jobs
+        (each with its task, status, parents, group and times), read in one snapshot.
+
+        >>> wf = await queue.get_workflow(wid); wf.status, wf.counts
+
+        Args:
+            workflow_id: the id `WorkflowBuilder.enqueue()` returned.
+
+        Returns:
+            The Workflow.
+
+        Raises:
+            WorkflowNotFound: no workflow has this id.
+            QueueNotOpen: the queue is not open.
+        """
+        return await self._workflows.get(workflow_id)
+
+    async def wait_for_workflow(self, workflow_id: int, timeout: float | None = None) -> Workflow:
+        """The workflow once no job of it is pending, waiting or running (it reads its
+        counts, every 20 ms at first, backing off to every 500 ms).
+
+        >>> wf = await queue.wait_for_workflow(wid, timeout=60); wf.status
+
+        Args:
+            workflow_id: the workflow's id.
+            timeout: the longest wait, in seconds (default None: no limit).
+
+        Returns:
+            The Workflow as it ended (status done, failed or cancelled).
+
+        Raises:
+            WorkflowNotFound: no workflow has this id.
+            TimeoutError: it did not end within `timeout` seconds.
+            QueueNotOpen: the queue is not open.
+        """
+        return await self._workflows.wait(workflow_id, timeout)
+
+    async def cancel_workflow(self, workflow_id: int) -> int:
+        """Cancel a workflow's unfinished jobs (pending, waiting, running: as `cancel` does
+        each, in one statement) and mark it cancelled; returns how many it cancelled.
+
+        >>> await queue.cancel_workflow(wid)
+
+        Args:
+            workflow_id: the workflow's id.
+
+        Returns:
+            The number of jobs this call cancelled.
+
+        Raises:
+            WorkflowNotFound: no workflow has this id.
+            QueueNotOpen: the queue is not open.
+        """
+        return await self._workflows.cancel(workflow_id)
+
+    async def list_workflows(self, limit: int = 20) -> list[Workflow]:
+        """The most recent workflows, newest first, with their counts (no jobs or groups:
+        get_workflow reads those).
+
+        >>> [(w.id, w.name, w.status) for w in await queue.list_workflows(limit=10)]
+
+        Args:
+            limit: how many (default 20, >= 1).
+
+        Returns:
+            The Workflows, newest first.
+
+        Raises:
+            ValueError: a bad `limit`.
+            QueueNotOpen: the queue is not open.
+        """
+        return await self._workflows.recent(limit)
 
     @property
     def result_poll_interval(self) -> float:

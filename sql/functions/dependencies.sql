@@ -37,6 +37,9 @@
 -- Their DECLARE sections name pg_catalog's types: add_dependencies() runs the others as
 -- the schema's owner, and PL/pgSQL keeps the types of a session's first call (wake.sql).
 --
+-- A parent_id below 0 is a workflow group (-its id): workflows.sql settles its edges
+-- from the group's counters, fed by settle_dependents() and revive_dependents().
+--
 -- A released child is announced like any runnable job (wake_once(), wake.sql): an
 -- UPDATE fires no insert trigger. Retrying a parent (retry_jobs.sql) reopens its edges
 -- and brings back the children it cancelled (revive_dependents()).
@@ -73,7 +76,9 @@ BEGIN
         IF culprit IS NOT NULL AND child.metadata->>'on_parent_failure' IS DISTINCT FROM 'run' THEN
             UPDATE {{schema}}.jobs j
             SET status = 'cancelled', finished_at = now(),
-                last_error = format('cancelled: parent job %s ended %s', culprit, culprit_outcome),
+                last_error = CASE WHEN culprit < 0  -- a workflow group (workflows.sql)
+                    THEN format('cancelled: a member of group %s ended failed or cancelled', -culprit)
+                    ELSE format('cancelled: parent job %s ended %s', culprit, culprit_outcome) END,
                 metadata = coalesce(j.metadata, '{}') || jsonb_build_object('cancelled_by', culprit)
             WHERE j.id = child.id;
             IF child.metadata ? 'waited' THEN
@@ -119,6 +124,10 @@ BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
+    -- Group members (workflows.sql): counted at commit; they are no job's parents.
+    IF {{schema}}.settle_groups(parents, statuses, results) = cardinality(parents) THEN
+        RETURN 0;
+    END IF;
     WITH settled AS (
         UPDATE {{schema}}.job_dependencies d
         SET outcome = p.status::{{schema}}.job_status,
@@ -155,6 +164,8 @@ BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
+    PERFORM {{schema}}.settle_groups(  -- workflows.sql: members open again
+        parents, array_fill(NULL::text, ARRAY[cardinality(parents)]), NULL);
     WITH reopened AS (
         UPDATE {{schema}}.job_dependencies d SET outcome = NULL, result = NULL
         WHERE d.parent_id = ANY(parents) AND d.outcome IS NOT NULL

@@ -36,6 +36,9 @@ BEGIN
                    '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb) TO %I',
                    '{{schema_name}}', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
+                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
+                   '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_producer(name) FROM PUBLIC;
@@ -79,6 +82,13 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb), %I.wait_event(bigint, '
                    'integer, text, integer, text, timestamptz, timestamptz) TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);
+    -- Workflows (migrations/0025_workflows.sql).
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workflows, %I.workflow_groups, '
+                   '%I.workflow_jobs, %I.workflow_count_marks TO %I', '{{schema_name}}',
+                   '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
+                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
+                   '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_worker(name) FROM PUBLIC;

@@ -27,6 +27,7 @@ RUNNERS = {
     "workflows": ("tests/docs/test_docs_workflows.py", 'blocks("workflows"'),
     "sequences": ("tests/docs/test_docs_sequences.py", 'blocks("sequences"'),
     "steps": ("tests/docs/test_docs_steps.py", 'blocks("steps"'),
+    "workflow_builder": ("tests/docs/test_docs_workflows.py", 'blocks("workflow_builder"'),
     "quickstart": ("tests/docs/test_readme.py", 'blocks("quickstart"'),
     "fastapi": ("tests/docs/test_readme.py", 'blocks("fastapi"'),
     "operate": ("tests/docs/test_readme_operate.py", 'blocks("operate"'),

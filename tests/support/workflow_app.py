@@ -41,3 +41,16 @@ async def join(ctx: JobContext) -> int:
 async def crash(ctx: JobContext) -> None:
     await _record(ctx, "wf.crash", 0)
     os.kill(os.getpid(), 9)
+
+
+@queue.task(name="wf.gmember", max_attempts=100)  # SIGKILLs cost attempts
+async def group_member(ctx: JobContext, n: int) -> int:
+    await _record(ctx, "wf.gmember", n)
+    return n
+
+
+@queue.task(name="wf.gcallback", max_attempts=100)
+async def group_callback(ctx: JobContext) -> int:
+    results = await ctx.parent_results()
+    await _record(ctx, "wf.gcallback", len(results))
+    return sum(results.values())

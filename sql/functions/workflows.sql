@@ -1,0 +1,315 @@
+-- Workflows (queue.workflow(...)): a graph of jobs enqueued in one transaction, with
+-- groups (add_many) that their dependents wait for as ONE parent.
+--
+-- The state (migrations/0025_workflows.sql). A workflow is a row of `workflows`; each of
+-- its jobs a row of `workflow_jobs` (node, group, parents as enqueued). A job's edges to
+-- job parents are job_dependencies rows, settled as any (sql/functions/dependencies.sql).
+-- A group is a row of `workflow_groups` with two counters: `remaining` (members not
+-- done) and `failed` (members that ended failed or cancelled). Its dependents each have
+-- ONE edge whose parent_id is the group's id negated (-id: job ids are positive), so a
+-- group of 10,000 members is one edge per dependent, not 10,000, and nothing scans the
+-- members when one finishes.
+--
+-- The counters. A member carries `dependents` in its metadata, so the statements that end
+-- jobs call settle_dependents() for it as for any parent (and for no other job: jobs
+-- outside workflows pay nothing new; a job with job dependents pays one primary-key
+-- probe of workflow_jobs). settle_dependents() (and revive_dependents(), for a retry,
+-- with no status) call settle_groups(), which writes the member's outcome in its own
+-- workflow_jobs row (no row shared with other members) and adds the group's net change
+-- to the transaction's pending counts: a transaction-local setting (count_setting()),
+-- and, on the transaction's first change, a row in workflow_count_marks. That row's
+-- DEFERRABLE INITIALLY DEFERRED trigger runs count_groups() when the transaction
+-- commits: it sums the pending counts per group and applies each group's sum with ONE
+-- update of the group's row (`remaining`: members not done, `failed`: members that ended
+-- failed or cancelled), however many members the transaction ended. So a completion
+-- batch is one counter update per group, taken at commit: the group's row is locked
+-- only from then until the commit, and completions on other workers queue on it that
+-- long, not for their whole statement.
+-- A group is `done` when remaining = 0 and failed = 0, `failed` when failed > 0, open
+-- otherwise; when that state changes, its edge is settled (settle_dependents(-id): the
+-- children decided as for a job parent, policies and cascade included) or reopened
+-- (revive_dependents(-id): the children its failure cancelled come back).
+--
+-- Why no decrement is lost or doubled:
+-- - A member's own change is counted once: settle_groups() compares the outcome it
+--   writes with the one its row holds (`IS DISTINCT FROM`) and counts only a change: a
+--   repeated completion (a done job is not completed again anyway: the status guards),
+--   a rescue of a job already ended, a second cancel change nothing. No other
+--   transaction changes the row meanwhile: every path that ends, cancels or retries a
+--   member holds the member's jobs row, so the outcome read is the latest.
+-- - The pending counts live and die with the transaction that made them: a setting set
+--   with is_local and the mark row both roll back with it (a savepoint too), and both
+--   are emptied by the commit-time count. What is counted is exactly what commits.
+-- - Transactions meet on the group's row: `remaining = remaining + delta` is an
+--   UPDATE, so a second transaction waits for the first's commit and then applies its
+--   delta to the committed row (READ COMMITTED re-evaluates the row it waited for).
+--   The row stays locked until this commit, so the values RETURNING gives minus this
+--   transaction's delta are exactly the state before it: the transaction that moves
+--   remaining to 0 is one, and only it settles the group's edge, in its own commit.
+-- - A retry of a member (retry_jobs.sql -> revive_dependents) clears its outcome the same
+--   way: a done member counts as remaining again, a failed one leaves `failed`; when
+--   failed reaches 0 the group's edge reopens and its cancelled dependents come back.
+-- - A crash before the commit loses nothing: the member's end, its count and the release
+--   of the group's dependents commit together or not at all.
+-- - Enqueue: create_workflow() writes every row of the graph in the enqueue's
+--   transaction, before any of its jobs is visible to a worker: nothing can finish
+--   before its edges and counters exist.
+-- count_groups() updates the groups of one transaction in id order. A transaction that
+-- releases a group's dependents may end members of other groups through a cancel
+-- cascade; two such can deadlock, and PostgreSQL aborts one, whose outcomes the worker
+-- writes again (40P01 is transient), as for crossed children in dependencies.sql.
+--
+-- Definer: create_workflow() runs as the schema's owner (a producer may not update the
+-- jobs it enqueued); search_path ends in pg_temp and its DECLARE names pg_catalog's
+-- types (sql/README.md, wake.sql).
+
+-- The members among `parents` moved to `statuses` (done, failed, cancelled; NULL: retried,
+-- open again), `results` the done ones' results: each member's outcome, and each group's
+-- net change, added to this transaction's pending counts (the transaction-local setting
+-- count_setting()); the first change of a transaction inserts its mark, whose deferred
+-- trigger counts them at commit (count_groups()). Returns how many of `parents` changed
+-- as group members (a group's members are no job's parents: settle_dependents() need
+-- not look for their edges).
+-- The outcome before (`o`, read by this statement's own snapshot) is the latest: every
+-- path that ends, cancels or retries a member holds its jobs row, so no other
+-- transaction changes its workflow_jobs row meanwhile.
+CREATE OR REPLACE FUNCTION {{schema}}.settle_groups(parents bigint[], statuses text[],
+    results jsonb[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_variable
+DECLARE
+    moved pg_catalog.int4;
+    entry pg_catalog.text;
+    pending pg_catalog.text;
+    gid pg_catalog.int8;
+    was pg_catalog.text;
+    now_ pg_catalog.text;
+BEGIN
+    IF cardinality(parents) = 1 THEN
+        -- The done paths' call, once per finished row: statements on the primary key
+        -- whose cached generic plans stay index lookups (a join with unnest() may not).
+        now_ := statuses[1];
+        -- One statement: the subquery reads the row as this statement's snapshot has it,
+        -- before the update (the outcome the header says no one else changes meanwhile).
+        UPDATE {{schema}}.workflow_jobs w
+        SET outcome = now_::{{schema}}.job_status,
+            result = CASE WHEN now_ = 'done' THEN results[1] END
+        WHERE w.job_id = parents[1] AND w.group_id IS NOT NULL
+          AND w.outcome IS DISTINCT FROM now_::{{schema}}.job_status
+        RETURNING w.group_id, (SELECT o.outcome::text FROM {{schema}}.workflow_jobs o
+                               WHERE o.job_id = w.job_id)
+        INTO gid, was;
+        IF gid IS NULL THEN
+            RETURN 0;  -- not a group member, or a repeat (its edges: none, or settled)
+        END IF;
+        moved := 1;
+        entry := gid || ','
+            || ((was IS NOT DISTINCT FROM 'done')::int - (now_ IS NOT DISTINCT FROM 'done')::int)
+            || ',' || (coalesce(now_ IN ('failed', 'cancelled'), false)::int
+                       - coalesce(was IN ('failed', 'cancelled'), false)::int);
+    ELSE
+        -- Batches (errors, cancels, rescues, retries): one statement, planned for its
+        -- arrays each time (EXECUTE).
+        EXECUTE $sql$
+        WITH changed AS (
+            UPDATE {{schema}}.workflow_jobs w
+            SET outcome = p.status::{{schema}}.job_status,
+                result = CASE WHEN p.status = 'done' THEN p.result END
+            FROM unnest($1, $2, $3) AS p(id, status, result), {{schema}}.workflow_jobs o
+            WHERE w.job_id = p.id AND o.job_id = w.job_id AND w.group_id IS NOT NULL
+              AND w.outcome IS DISTINCT FROM p.status::{{schema}}.job_status
+            RETURNING w.group_id, o.outcome::text AS was, p.status AS now
+        ), per_group AS (
+            SELECT group_id, count(*) AS n,
+                   sum((was IS NOT DISTINCT FROM 'done')::int
+                       - (now IS NOT DISTINCT FROM 'done')::int) AS d_remaining,
+                   sum(coalesce(now IN ('failed', 'cancelled'), false)::int
+                       - coalesce(was IN ('failed', 'cancelled'), false)::int) AS d_failed
+            FROM changed
+            GROUP BY group_id
+        )
+        SELECT coalesce(sum(n), 0)::int,
+               string_agg(group_id || ',' || d_remaining || ',' || d_failed, ';')
+        FROM per_group
+        $sql$ INTO moved, entry USING parents, statuses, results;
+    END IF;
+    IF entry IS NOT NULL THEN
+        pending := current_setting({{schema}}.count_setting(), true);
+        IF coalesce(pending, '') = '' THEN
+            INSERT INTO {{schema}}.workflow_count_marks (txid) VALUES (txid_current());
+            PERFORM set_config({{schema}}.count_setting(), entry, true);
+        ELSE
+            PERFORM set_config({{schema}}.count_setting(), pending || ';' || entry, true);
+        END IF;
+    END IF;
+    RETURN moved;
+END
+$function$;
+
+-- The name of the transaction-local setting that holds a transaction's pending group
+-- counts in this schema ("group,d_remaining,d_failed;..."). A setting, not a table: it
+-- costs no write, and a rolled back (sub)transaction takes its part back with it.
+CREATE OR REPLACE FUNCTION {{schema}}.count_setting()
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ SELECT 'aiopgq.group_counts_' || md5('{{schema_name}}') $function$;
+
+-- At commit (the mark's deferred trigger): this transaction's pending counts, summed per
+-- group and added to each group's row in id order (locked from then until the commit: a
+-- short hold), then the edge of each group whose state changed is settled or reopened.
+CREATE OR REPLACE FUNCTION {{schema}}.count_groups()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    pending pg_catalog.text;
+    d record;
+    g record;
+    before pg_catalog.text;
+    after pg_catalog.text;
+BEGIN
+    pending := current_setting({{schema}}.count_setting(), true);
+    PERFORM set_config({{schema}}.count_setting(), '', true);
+    DELETE FROM {{schema}}.workflow_count_marks m WHERE m.txid = NEW.txid;
+    FOR d IN
+        SELECT split_part(e, ',', 1)::pg_catalog.int8 AS id,
+               sum(split_part(e, ',', 2)::pg_catalog.int4) AS d_remaining,
+               sum(split_part(e, ',', 3)::pg_catalog.int4) AS d_failed
+        FROM regexp_split_to_table(coalesce(pending, ''), ';') AS e
+        WHERE e <> ''
+        GROUP BY 1
+        ORDER BY 1
+    LOOP
+        CONTINUE WHEN d.d_remaining = 0 AND d.d_failed = 0;
+        UPDATE {{schema}}.workflow_groups w
+        SET remaining = w.remaining + d.d_remaining, failed = w.failed + d.d_failed
+        WHERE w.id = d.id
+        RETURNING w.id, w.remaining, w.failed INTO g;
+        CONTINUE WHEN g.id IS NULL;
+        before := CASE WHEN g.failed - d.d_failed > 0 THEN 'failed'
+                       WHEN g.remaining - d.d_remaining = 0 THEN 'done' END;
+        after := CASE WHEN g.failed > 0 THEN 'failed' WHEN g.remaining = 0 THEN 'done' END;
+        CONTINUE WHEN before IS NOT DISTINCT FROM after;
+        IF before IS NOT NULL THEN
+            PERFORM {{schema}}.revive_dependents(ARRAY[-g.id]);
+        END IF;
+        IF after IS NOT NULL THEN
+            PERFORM {{schema}}.settle_dependents(ARRAY[-g.id], ARRAY[after], NULL);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$function$;
+-- A constraint trigger cannot be replaced: dropped and made again (re-applied with its
+-- file, inside migrate()'s transaction).
+DROP TRIGGER IF EXISTS workflow_count_marks_count ON {{schema}}.workflow_count_marks;
+CREATE CONSTRAINT TRIGGER workflow_count_marks_count AFTER INSERT
+    ON {{schema}}.workflow_count_marks DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION {{schema}}.count_groups();
+
+-- A workflow's graph, for jobs the caller has just inserted (pending, never run):
+-- `jobs` with their `nodes` (the builder's index), `groups` (1-based index into
+-- `group_names`, NULL for a single job) and `policies` (on_parent_failure); edges
+-- (edge_children[i] depends on edge_parents[i]: a job id of `jobs`, or -k for group k).
+-- Every edge goes from a lower node to a higher one (the builder numbers its nodes in a
+-- topological order), which refuses a cycle here too. Returns the workflow's id.
+CREATE OR REPLACE FUNCTION {{schema}}.create_workflow(name text, jobs bigint[], nodes integer[],
+    groups integer[], policies text[], group_names text[], edge_children bigint[],
+    edge_parents bigint[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    wid pg_catalog.int8;
+    gids pg_catalog.int8[];
+    ec pg_catalog.int8[];
+    ep pg_catalog.int8[];
+    refused pg_catalog.int8;
+BEGIN
+    IF cardinality(jobs) IS DISTINCT FROM cardinality(nodes)
+       OR cardinality(jobs) IS DISTINCT FROM cardinality(groups)
+       OR cardinality(jobs) IS DISTINCT FROM cardinality(policies)
+       OR cardinality(edge_children) IS DISTINCT FROM cardinality(edge_parents) THEN
+        RAISE EXCEPTION 'create_workflow: arrays of different lengths'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(policies) AS p WHERE p IS NULL OR p NOT IN ('cancel', 'run')) THEN
+        RAISE EXCEPTION 'on_parent_failure must be ''cancel'' or ''run'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM FROM {{schema}}.jobs j WHERE j.id = ANY(jobs) ORDER BY j.id FOR NO KEY UPDATE OF j;
+    SELECT c INTO refused
+    FROM unnest(jobs) AS c
+    LEFT JOIN {{schema}}.jobs j ON j.id = c
+    WHERE j.id IS NULL OR j.status <> 'pending' OR j.attempts <> 0
+       OR j.idempotency_key IS NOT NULL
+       OR coalesce(j.metadata ?| ARRAY['dependents', 'on_parent_failure', 'workflow'], false)
+       OR NOT (j.enqueued_by = session_user
+               OR has_table_privilege(session_user, '{{schema}}.jobs'::regclass, 'UPDATE'))
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'job % cannot join a workflow: only a new job of yours can (pending, never run, without an idempotency key, parents or children)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO {{schema}}.workflows (name) VALUES (create_workflow.name) RETURNING id INTO wid;
+    WITH made AS (
+        INSERT INTO {{schema}}.workflow_groups (workflow_id, name, size, remaining)
+        SELECT wid, g.name, count(m.k), count(m.k)
+        FROM unnest(group_names) WITH ORDINALITY AS g(name, k)
+        LEFT JOIN unnest(groups) AS m(k) ON m.k = g.k
+        GROUP BY g.k, g.name
+        ORDER BY g.k
+        RETURNING id
+    )
+    SELECT array_agg(id ORDER BY id) INTO gids FROM made;
+    -- The edges with each group's placeholder (-k) replaced by its row (-id). Arrays, not
+    -- a temporary table: the caller owns its session's pg_temp (sql/README.md).
+    SELECT coalesce(array_agg(e.c ORDER BY e.n), '{}'),
+           coalesce(array_agg(CASE WHEN e.p < 0 THEN -gids[-e.p] ELSE e.p END ORDER BY e.n), '{}')
+    INTO ec, ep
+    FROM unnest(edge_children, edge_parents) WITH ORDINALITY AS e(c, p, n);
+    SELECT e.c INTO refused
+    FROM unnest(ec, ep) AS e(c, p)
+    LEFT JOIN unnest(jobs, nodes) AS c(id, node) ON c.id = e.c
+    LEFT JOIN (SELECT j.id, j.node FROM unnest(jobs, nodes) AS j(id, node)
+               UNION
+               SELECT -gids[m.k], m.node FROM unnest(groups, nodes) AS m(k, node)
+               WHERE m.k IS NOT NULL) AS p ON p.id = e.p
+    WHERE c.node IS NULL OR p.node IS NULL OR p.node >= c.node
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'create_workflow: job % depends on a job that is not of this workflow or comes after it (nodes must be in a topological order: no cycle)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO {{schema}}.workflow_jobs (job_id, workflow_id, node, group_id, parents, parent_groups)
+    SELECT c.id, wid, c.node, gids[c.k], coalesce(a.parents, '{}'), coalesce(a.parent_groups, '{}')
+    FROM unnest(jobs, nodes, groups) AS c(id, node, k)
+    LEFT JOIN (SELECT e.c,
+                      array_agg(DISTINCT e.p) FILTER (WHERE e.p > 0) AS parents,
+                      array_agg(DISTINCT -e.p) FILTER (WHERE e.p < 0) AS parent_groups
+               FROM unnest(ec, ep) AS e(c, p)
+               GROUP BY e.c) AS a ON a.c = c.id;
+    UPDATE {{schema}}.jobs j
+    SET metadata = coalesce(j.metadata, '{}') || jsonb_build_object('workflow', wid)
+        || CASE WHEN f.k IS NOT NULL OR f.is_parent
+                THEN '{"dependents": true}'::jsonb ELSE '{}'::jsonb END
+        || CASE WHEN f.is_child
+                THEN jsonb_build_object('on_parent_failure', f.policy) ELSE '{}'::jsonb END,
+        status = CASE WHEN f.is_child THEN 'waiting'::{{schema}}.job_status ELSE j.status END
+    FROM (SELECT c.id, c.k, c.policy, pa.id IS NOT NULL AS is_parent, ch.id IS NOT NULL AS is_child
+          FROM unnest(jobs, groups, policies) AS c(id, k, policy)
+          LEFT JOIN (SELECT DISTINCT x AS id FROM unnest(ep) AS x WHERE x > 0) AS pa ON pa.id = c.id
+          LEFT JOIN (SELECT DISTINCT x AS id FROM unnest(ec) AS x) AS ch ON ch.id = c.id) AS f
+    WHERE j.id = f.id;
+    INSERT INTO {{schema}}.job_dependencies (child_id, parent_id)
+    SELECT DISTINCT e.c, e.p FROM unnest(ec, ep) AS e(c, p);
+    RETURN wid;
+END
+$function$;
+REVOKE ALL ON FUNCTION {{schema}}.create_workflow(text, bigint[], integer[], integer[], text[],
+    text[], bigint[], bigint[]) FROM PUBLIC;
