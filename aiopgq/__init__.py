@@ -25,6 +25,7 @@ from ._errors import (
     QueueNotOpen,
     SchemaError,
     Snooze,
+    StepMismatch,
     TaskNotFound,
     WorkflowNotFound,
 )
@@ -41,6 +42,7 @@ from ._models import (
 )
 from ._observer import Observer
 from ._retry import Retry
+from ._steps import JobStep, JobSteps
 from ._task import Task
 from ._version import __version__ as __version__
 from ._worker.processes import WorkerProcesses, run_workers
@@ -64,6 +66,8 @@ __all__ = [
     "JobFailed",
     "JobNotFound",
     "JobStatus",
+    "JobStep",
+    "JobSteps",
     "Lease",
     "LeaseLost",
     "Observer",
@@ -75,6 +79,7 @@ __all__ = [
     "Retry",
     "SchemaError",
     "Snooze",
+    "StepMismatch",
     "SyncQueue",
     "Task",
     "TaskNotFound",

@@ -8,7 +8,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import asyncpg
@@ -18,6 +18,7 @@ from ._db.statements import Statements
 from ._errors import ConfigurationError, LeaseLost
 from ._models import Job
 from ._payload import decode_payload, encode_result
+from ._steps import StepRun, seconds_of
 
 # A state is saved with every heartbeat that carries it: keep it small.
 MAX_STATE_BYTES = 100_000
@@ -106,6 +107,7 @@ class JobContext:
         # on seeing `cancelled` after the worker dropped its stop request.
         self.stopped = False
         self._in_transaction = False
+        self._steps: StepRun | None = None  # made by the run's first durable step
 
     def __repr__(self) -> str:
         return f"<JobContext job {self.job_id} ({self.task}) attempt {self.attempt}>"
@@ -281,6 +283,11 @@ class JobContext:
                 "ctx.transaction() is not available with hold_transaction=True (the held "
                 "batch transaction locks the job's row until the handler returns)"
             )
+        steps = self._steps
+        if steps is not None and steps.in_flight is not None:
+            async with steps.transaction() as conn:  # commits with the step's record
+                yield conn
+            return
         if self.committed or self._in_transaction:
             raise RuntimeError(
                 f"job {self.job_id}: ctx.transaction() commits the job's done once; "
@@ -310,6 +317,100 @@ class JobContext:
             services.transaction_committed(self)
         finally:
             self._in_transaction = False
+
+    # -- durable steps: aiopgq/_steps.py, docs/durable-steps.md (the replay rules) ----
+
+    def _step_run(self, what: str) -> StepRun:
+        if self._services.holds_transactions:
+            raise ConfigurationError(f"ctx.{what}() is not available with hold_transaction=True")
+        if self._steps is None:
+            self._steps = StepRun(self._services, self.lease, self.job.run_at)
+        return self._steps
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` (async, or sync in a thread) once for this job and store
+        its JSON return value; later runs of the job (retries, rescues, resumes) get it back
+        without calling `fn`. A step that raises is not recorded; `ctx.transaction()` inside
+        `fn` commits with the step's record when `fn` returns.
+
+        >>> rows = await ctx.step("fetch", fetch_rows, url)
+
+        Args:
+            name: unique within a run (e.g. f"page-{i}").
+            fn: the function to run.
+            *args: positional arguments for `fn`.
+            **kwargs: keyword arguments for `fn`.
+
+        Returns:
+            What `fn` returned, in this run or the one that recorded the step.
+
+        Raises:
+            StepMismatch: an earlier run recorded another step at this place.
+            ValueError: `name` empty or used twice in this run; a value over 1 MB as JSON.
+            TypeError: the value cannot be stored as JSON.
+            LeaseLost: this run no longer holds the job (nothing recorded).
+            RuntimeError: another step of this run has not returned yet.
+        """
+        return await self._step_run("step").step(name, fn, args, kwargs)
+
+    async def sleep(self, delay: float | timedelta) -> None:
+        """Sleep durably: the job leaves its worker (no slot, connection or lease) and runs
+        again from the top after `delay`, its steps replayed; not a failed attempt.
+
+        >>> await ctx.sleep(timedelta(days=1))
+
+        Args:
+            delay: seconds or a timedelta, 0 to 10 years.
+
+        Raises:
+            TypeError: not a number or timedelta.
+            ValueError: negative or over 10 years.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        seconds = seconds_of(delay, "ctx.sleep")
+        await self._step_run("sleep").sleep(seconds, None, self.progress_value, self.state_text)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep durably until `when`, as `sleep` does.
+
+        >>> await ctx.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))
+
+        Args:
+            when: an aware datetime (one past: the job runs again at once).
+
+        Raises:
+            TypeError: `when` is not an aware datetime.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise TypeError(f"ctx.sleep_until: an aware datetime, got {when!r}")
+        at = when.timestamp()
+        await self._step_run("sleep_until").sleep(None, at, self.progress_value, self.state_text)
+
+    async def wait_event(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """The payload of event `name` (`Queue.emit_event`): at once if it was emitted (and
+        is kept: 30 days), else the job leaves its worker until it is, and runs again from
+        the top, its steps replayed. Recorded as a step.
+
+        >>> paid = await ctx.wait_event(f"payment:{order_id}", timeout=timedelta(days=2))
+
+        Args:
+            name: the event's name.
+            timeout: seconds or a timedelta from the first wait (default None: none).
+
+        Returns:
+            The event's payload (None without one).
+
+        Raises:
+            TimeoutError: the timeout passed first (raised on the run that resumes).
+            ValueError: `name` empty; `timeout` negative or over 10 years.
+            StepMismatch: an earlier run recorded another step at this place.
+            LeaseLost: this run no longer holds the job.
+        """
+        seconds = None if timeout is None else seconds_of(timeout, "ctx.wait_event timeout")
+        return await self._step_run("wait_event").wait_event(name, seconds)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -45,7 +45,9 @@ class JobOptions(TypedDict, total=False):
     per-key limit. depends_on: jobs (or their ids) that must all be done before this one
     runs; until then it is `waiting`. on_parent_failure: what a parent that ends failed
     or cancelled does to it: "cancel" (default: it is cancelled, and its own dependents
-    after it) or "run" (it runs once every parent has finished).
+    after it) or "run" (it runs once every parent has finished). sequence_key: jobs with
+    the same key run one at a time, in enqueue order, fleet-wide; one that ends failed
+    holds the rest of its sequence until it is retried or cancelled.
     """
 
     queue: str | None
@@ -58,6 +60,7 @@ class JobOptions(TypedDict, total=False):
     concurrency_key: str | None
     depends_on: Parents | None
     on_parent_failure: OnParentFailure
+    sequence_key: str | None
 
 
 class _OneKey(TypedDict, total=False):
@@ -150,6 +153,12 @@ class Options:
     concurrency_key: str | None = None  # the key of a queue's per-key limit
     parents: tuple[int, ...] = ()  # depends_on's job ids, in order, each once
     on_parent_failure: OnParentFailure = "cancel"
+    sequence_key: str | None = None  # the sequence the jobs join, in order
+
+    @property
+    def linked(self) -> bool:
+        """Whether the jobs get edges after their insert (parents or a sequence)."""
+        return bool(self.parents) or self.sequence_key is not None
 
 
 def resolve_options(
@@ -163,6 +172,7 @@ def resolve_options(
     concurrency_key: str | None = None,
     depends_on: Parents | None = None,
     on_parent_failure: OnParentFailure | None = None,
+    sequence_key: str | None = None,
 ) -> Options:
     """Checked options; `known` is the task if it is registered in this process."""
     if queue == "":  # not "no queue given", which is None: a name that went missing
@@ -180,6 +190,7 @@ def resolve_options(
         concurrency_key=None if concurrency_key is None else check_key(concurrency_key),
         parents=parent_ids(depends_on),
         on_parent_failure=check_on_parent_failure(on_parent_failure),
+        sequence_key=None if sequence_key is None else check_key(sequence_key, "sequence_key"),
     )
 
 
@@ -267,11 +278,10 @@ def check_limit(name: str, value: int | None) -> int | None:
     return value
 
 
-def check_key(key: str) -> str:
+def check_key(key: str, name: str = "concurrency_key") -> str:
     if not isinstance(key, str) or not key or len(key) > 200 or "\x00" in key:
         raise ValueError(
-            "concurrency_key must be a non-empty string of at most 200 characters, "
-            f"got {shown(key)}"
+            f"{name} must be a non-empty string of at most 200 characters, got {shown(key)}"
         )
     return key
 

@@ -97,6 +97,17 @@ class LeaseLost(Error):
     """
 
 
+class StepMismatch(Error):
+    """A handler's durable steps do not match the ones an earlier run of its job recorded:
+    at the same place it calls another step (or a step of that name elsewhere). Raised by
+    `ctx.step`, `ctx.sleep` and `ctx.wait_event` instead of replaying a value the handler
+    may not mean; the job's retry policy applies (a new deploy can fix it, or cancel the
+    job and enqueue a new one).
+
+    >>> await ctx.step("charge", charge)  # StepMismatch: an earlier run recorded "reserve"
+    """
+
+
 class Snooze(Error):
     """Raise in a handler to put its job back for `seconds` without counting a failed
     attempt; a job snoozes at most its task's `max_snoozes` times (default 100), after

@@ -18,6 +18,26 @@ _FIXTURE_NEEDS = {"browser": "chromium", "bouncer": "pgbouncer"}
 _INSTALL_ERRORS = pytest.StashKey[dict[str, str]]()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many processes `-n auto` (the default, pyproject's addopts) runs the tests in.
+
+    Each has its own throwaway embedded server, so they share nothing but the machine:
+    one more than the cores (at most 4), as most tests wait rather than compute. One
+    process (no distribution) for a run on DATABASE_URL (tests that read server-wide
+    state, such as sessions and locks, would see each other's), for the slow set
+    (chaos and fleets of processes load the machine by themselves), and when tests are
+    named on the command line. AIOPGQ_TEST_PROCESSES sets the number.
+    """
+    chosen = os.environ.get("AIOPGQ_TEST_PROCESSES")
+    if chosen:
+        return int(chosen)
+    if os.environ.get("DATABASE_URL") or config.option.markexpr != "not slow":
+        return 0
+    if config.args_source is pytest.Config.ArgsSource.ARGS:
+        return 0
+    return min(4, (os.cpu_count() or 1) + 1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Install (as root) the system programs the selected tests need and lack, once."""
     needed: dict[str, system.Component] = {}

@@ -32,6 +32,7 @@ VOCABULARY = {
     "aiopgq._task",
     "aiopgq._schedule",
     "aiopgq._context",
+    "aiopgq._steps",
     "aiopgq._observer",
     "aiopgq._retry",
     "aiopgq._version",
@@ -41,8 +42,9 @@ VOCABULARY = {
 WORKER_NEVER_IMPORTS = {"aiopgq", "aiopgq._task"}
 WORKER_NEVER_IMPORTS_ROOMS = {"aiopgq._client", "aiopgq._cli", "aiopgq.dashboard"}
 MAX_LINES = 400
-# The public client reads as one class: every method of Queue is in this one file.
-LONGER_ALLOWED = {"aiopgq._client.queue"}
+# The public client reads as one class: every method of Queue is in this one file; so
+# does a handler's JobContext (its durable steps' bodies are in aiopgq._steps).
+LONGER_ALLOWED = {"aiopgq._client.queue", "aiopgq._context"}
 
 
 def module_name(path: Path) -> str:

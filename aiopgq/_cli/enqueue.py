@@ -52,6 +52,12 @@ def register(add: AddCommand) -> None:
         "default: none)",
     )
     enqueue.add_argument(
+        "--sequence-key",
+        metavar="KEY",
+        help="run after the jobs enqueued before it with this key, one at a time; a failed "
+        "one holds the rest until retried or cancelled (default: none)",
+    )
+    enqueue.add_argument(
         "--max-payload-bytes",
         type=int,
         metavar="BYTES",
@@ -98,6 +104,7 @@ async def enqueue_job(args: argparse.Namespace) -> int:
             delay=args.delay,
             idempotency_key=args.idempotency_key,
             concurrency_key=args.concurrency_key,
+            sequence_key=args.sequence_key,
         )
     print(job.id)
     return 0

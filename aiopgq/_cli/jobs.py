@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .. import Job, JobEvent, JobStatus
+from .. import Job, JobEvent, JobStatus, JobSteps
 from .._display import current_error, plain, pretty
 from .common import AddCommand, UsageError, queue_of
 
@@ -54,8 +54,9 @@ async def list_jobs(args: argparse.Namespace) -> int:
 async def show_job(args: argparse.Namespace) -> int:
     async with queue_of(args) as queue:
         job = await queue.get_job(args.id, preview=True)
+        steps = await queue.job_steps(args.id)
     if args.json:
-        print(json.dumps(as_dict(job), indent=2, default=str))
+        print(json.dumps(as_dict(job) | steps_dict(steps), indent=2, default=str))
         return 0
     rows = [
         ("id", job.id),
@@ -79,6 +80,7 @@ async def show_job(args: argparse.Namespace) -> int:
         print(f"{name + ':':<11}{_indent(str(value))}")
     for event in job.history:  # snoozes and aborts
         print(f"{'event:':<11}{_event(event)}")
+    show_steps(steps)
     print(f"errors:    {_errors_line(job)}")
     for error in job.errors:
         print(f"\n--- attempt {error.attempt}, {_time(error.at)}, worker {error.worker or '-'}")
@@ -119,6 +121,42 @@ def as_dict(job: Job) -> dict[str, Any]:
             | ({"over_limit": True} if e.over_limit else {})
             for e in job.history
         ],
+    }
+
+
+def show_steps(steps: JobSteps) -> None:
+    """A job's durable steps, one line each, and what it waits for (ctx.step, ctx.sleep,
+    ctx.wait_event)."""
+    if steps.waiting_for is not None:
+        print(f"{'waits for:':<11}{steps.waiting_for}")
+    for step in steps.steps:
+        until = f", until {_time(step.until)}" if step.until is not None else ""
+        print(
+            f"{'step:':<11}{step.name} ({step.kind}, attempt {step.attempt}, "
+            f"{_time(step.finished_at)}, {step.duration:.3f} s{until})"
+        )
+
+
+def steps_dict(steps: JobSteps) -> dict[str, Any]:
+    """The steps and the wait as JSON types, for `aiopgq job --json`."""
+    return {
+        "steps": [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "attempt": s.attempt,
+                "started_at": _iso(s.started_at),
+                "finished_at": _iso(s.finished_at),
+                "duration": s.duration,
+            }
+            | ({"until": _iso(s.until)} if s.until is not None else {})
+            for s in steps.steps
+        ],
+        "waiting_for": {
+            "event": steps.event,
+            "timeout_at": _iso(steps.event_timeout),
+            "sleeping_until": _iso(steps.sleeping_until),
+        },
     }
 
 

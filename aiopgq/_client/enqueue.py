@@ -33,7 +33,7 @@ from .._errors import PayloadTooLarge
 from .._models import Job, JobStatus, build_job
 from .._observer import ObservedEnqueue, Observer, observe_enqueue
 from .core import Core
-from .dependencies import add_parents, refuse_without_ids
+from .dependencies import link_jobs, refuse_without_ids
 from .hooks import Hooks
 from .inserts import Batch, copy_batch, insert_batch, insert_job
 from .prepare import prepare_many, prepare_one
@@ -92,7 +92,7 @@ class Enqueue:
             return (await self._after(jobs))[0]
         status = JobStatus.PENDING
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
-            if opts.parents:
+            if opts.linked:
                 row, status = await self._one_with_parents(task, text, opts, connection, retry_for)
             elif core.observer is None:
                 row = await core.run(
@@ -133,14 +133,14 @@ class Enqueue:
         connection: Connection | None,
         retry_for: float | timedelta | None,
     ) -> tuple[asyncpg.Record, JobStatus]:
-        """Insert one job and give it its parents, in one transaction (inside the
-        caller's, if it gives a connection): its row and its status."""
+        """Insert one job and give it its parents and sequence, in one transaction (inside
+        the caller's, if it gives a connection): its row and its status."""
         core = self._core
 
         async def op(conn: Connection) -> tuple[asyncpg.Record, JobStatus]:
             async with conn.transaction():
                 row = await insert_job(conn, core.sql, task, text, opts, seen.trace)
-                return row, await add_parents(conn, core.sql, [row[0]], opts)
+                return row, (await link_jobs(conn, core.sql, [row[0]], opts))[0]
 
         with _observed(core.observer, task, opts.queue, 1) as seen:
             row, status = await core.run(connection, op, retry_for)
@@ -153,18 +153,19 @@ class Enqueue:
         connection: Connection | None,
         retry_for: float | timedelta | None,
     ) -> list[Job]:
-        """Insert a batch and give its jobs their parents (the same for all), in one
-        transaction."""
+        """Insert a batch and give its jobs their parents (the same for all) and their
+        sequence (in order), in one transaction."""
         core = self._core
         opts = batch.options
 
         async def op(conn: Connection) -> list[Job]:
             async with conn.transaction():
                 jobs = await insert_batch(conn, core.sql, batch, seen.trace, self._waiter)
-                status = await add_parents(conn, core.sql, [job.id for job in jobs], opts)
-            if status is JobStatus.PENDING:
-                return jobs
-            return [dataclasses.replace(job, status=status) for job in jobs]
+                statuses = await link_jobs(conn, core.sql, [job.id for job in jobs], opts)
+            return [
+                job if status is JobStatus.PENDING else dataclasses.replace(job, status=status)
+                for job, status in zip(jobs, statuses, strict=True)
+            ]
 
         with _observed(core.observer, batch.task, opts.queue, len(batch.payloads)) as seen:
             jobs = await core.run(connection, op, retry_for)
@@ -190,7 +191,7 @@ class Enqueue:
             jobs, _ = await self._keyed(batch, unique, connection, retry_for)
             return await self._after(jobs)
         with missing_schema_as_error(core.schema), payload_limit_as_error(core.schema, task):
-            if batch.options.parents:
+            if batch.options.linked:
                 jobs = await self._many_with_parents(batch, connection, retry_for)
             elif core.observer is None:
                 jobs = await core.run(

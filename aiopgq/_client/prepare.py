@@ -20,6 +20,10 @@ _KEYED_PARENTS = (
     "depends_on takes no idempotency key: the job that holds the key may have been "
     "enqueued without those parents; enqueue without the key, or without depends_on"
 )
+_KEYED_SEQUENCE = (
+    "sequence_key takes no idempotency key: the job that holds the key may have been "
+    "enqueued outside the sequence; enqueue without the key, or without sequence_key"
+)
 
 
 @dataclass
@@ -48,8 +52,8 @@ def prepare_one(
         defaults.check_keywords(payload)
     arguments = dict(payload or {})
     resolved = resolve(defaults, options)
-    if resolved.parents and key is not None:
-        raise TypeError(_KEYED_PARENTS)
+    if key is not None:
+        _refuse_keyed(resolved)
     return OneJob(
         task,
         arguments,
@@ -74,8 +78,8 @@ def prepare_many(
 ) -> tuple[Batch, Uniqueness | None]:
     """Jobs of `task` for one statement, checked against its arguments, and their keys."""
     resolved = resolve(defaults, options)
-    if resolved.parents and keys is not None and any(key is not None for key in keys):
-        raise TypeError(_KEYED_PARENTS)
+    if keys is not None and any(key is not None for key in keys):
+        _refuse_keyed(resolved)
     batch = make_batch(defaults, task, payloads, max_payload_bytes, resolved)
     unique = uniqueness(
         keys,
@@ -84,6 +88,15 @@ def prepare_many(
         options.get("on_conflict", "ignore"),
     )
     return batch, unique
+
+
+def _refuse_keyed(resolved: Options) -> None:
+    """Idempotency keys with parents or a sequence: refused (the job holding a key may
+    not have them)."""
+    if resolved.parents:
+        raise TypeError(_KEYED_PARENTS)
+    if resolved.sequence_key is not None:
+        raise TypeError(_KEYED_SEQUENCE)
 
 
 def resolve(defaults: TaskDefaults | None, options: JobOptions) -> Options:
@@ -98,4 +111,5 @@ def resolve(defaults: TaskDefaults | None, options: JobOptions) -> Options:
         concurrency_key=options.get("concurrency_key"),
         depends_on=options.get("depends_on"),
         on_parent_failure=options.get("on_parent_failure"),
+        sequence_key=options.get("sequence_key"),
     )

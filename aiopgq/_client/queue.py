@@ -18,6 +18,7 @@ import asyncpg
 
 from .._context import Middleware
 from .._db import migrations
+from .._db.connection import Connection
 from .._db.dsn import check_dsn, redact
 from .._db.pool import connect, create_pool
 from .._db.statements import Statements
@@ -27,12 +28,15 @@ from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
 from .._observer import Observer
 from .._retry import Retry
 from .._schedule import Schedule, with_tick
+from .._steps import JobSteps
 from .._task import Task
 from .._worker.worker import Worker
 from .admin import Admin
 from .core import Core
 from .enqueue import Enqueue
+from .events import emit_event
 from .hooks import EnqueueHook, Hooks
+from .job_steps import read_steps
 from .limits import KEEP, Keep
 from .limits import Limits as LimitsPart
 from .partitions import Partitions
@@ -512,8 +516,11 @@ class Queue:
                 `unique_for` (seconds or a timedelta a done job keeps its key),
                 `concurrency_key` (a str of up to 200 characters), `depends_on` (jobs or
                 ids, one or a list, that must be done before it runs: docs/workflows.md),
-                `on_parent_failure` ("cancel", the default, or "run"), `connection` (an asyncpg
-                connection of yours: the job commits with your transaction) and
+                `on_parent_failure` ("cancel", the default, or "run"), `sequence_key` (a
+                str of up to 200 characters: jobs of one key run one at a time in enqueue
+                order, a failed one holds the rest until retried or cancelled;
+                docs/workflows.md), `connection` (an asyncpg connection of yours: the job
+                commits with your transaction) and
                 `enqueue_retry_for` (seconds or a timedelta, 0 to 86400; None: the
                 queue's).
 
@@ -901,7 +908,9 @@ class Queue:
         handler as soon as it hears of it (by NOTIFY, else at its next heartbeat). A `def`
         handler running in a thread cannot be interrupted: its result is discarded. The
         jobs that depend on it (`depends_on=`) are cancelled with it, unless they were
-        enqueued with `on_parent_failure="run"` (docs/workflows.md).
+        enqueued with `on_parent_failure="run"` (docs/workflows.md). A failed job of a
+        sequence (`sequence_key=`) can be cancelled too: the rest of its sequence then goes
+        on.
 
         >>> if await queue.cancel(job.id): print("cancelled, running or not")
 
@@ -960,6 +969,51 @@ class Queue:
             QueueNotOpen: the queue is not open.
         """
         return await self._admin.retry_failed(queue, task)
+
+    async def emit_event(
+        self, name: str, payload: Any = None, *, connection: Connection | None = None
+    ) -> int:
+        """Emit event `name`: the jobs waiting for it in `ctx.wait_event(name)` become
+        runnable in this call's transaction and get `payload`; a job that waits later gets
+        it at once (the last emission of a name is kept 30 days). SQL:
+        `SELECT aiopgq.emit_event('payment:42', '{"ok": true}')`.
+
+        >>> await queue.emit_event(f"payment:{order_id}", {"amount": 1200})
+        1
+
+        Args:
+            name: the event's name (one per occurrence: "payment:42", not "payment").
+            payload: a JSON value for the waiters (default None).
+            connection: an asyncpg connection of yours: the emit commits with your
+                transaction (default None: a pool connection, committed at once).
+
+        Returns:
+            How many waiting jobs it woke.
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `payload` cannot be stored as JSON.
+            QueueNotOpen: the queue is not open and no connection was given.
+        """
+        return await emit_event(self._core, name, payload, connection)
+
+    async def job_steps(self, job_id: int) -> JobSteps:
+        """A job's recorded durable steps (name, kind, when, duration) and what it waits for
+        (an event, or a sleep's end). A job pruned or archived has none.
+
+        >>> (await queue.job_steps(job.id)).waiting_for
+        'event payment:42'
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            Its steps, in order, and its current wait.
+
+        Raises:
+            QueueNotOpen: the queue is not open.
+        """
+        return await read_steps(self._core, job_id)
 
     async def set_notify(self, queue: str, enabled: bool) -> None:
         """Turn the insert trigger's NOTIFY on or off for a queue (off = poll-only).

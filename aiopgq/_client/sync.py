@@ -8,6 +8,7 @@ trigger notifies the workers, at the commit of the caller's transaction.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,6 +30,7 @@ from .._enqueue_options import (
 from .._errors import ConfigurationError, JobNotFound, SchemaError
 from .._models import Job, JobStatus, build_job, job_from_record
 from .._task import Task
+from .events import event_arguments
 from .inserts import batch_jobs
 from .prepare import prepare_many, prepare_one
 from .queue import Queue
@@ -53,6 +55,8 @@ _STATEMENTS = (
     "get_job",
     "registered_tasks",
     "add_dependencies",
+    "add_to_sequence",
+    "emit_event",
 )
 
 
@@ -186,7 +190,7 @@ class SyncQueue:
                         conn, "insert_job_keyed", _params(*values, opts.concurrency_key, None)
                     )
                 assert row is not None
-                status = self._add_parents(conn, [row[0]], opts)
+                status = self._link(conn, [row[0]], opts)[0]
         assert row is not None
         return build_job(
             id=row[0],
@@ -257,15 +261,33 @@ class SyncQueue:
                     row = self._fetchone(conn, "insert_jobs_keyed", params)
                 assert row is not None
                 ids, created_at = row
-                status = self._add_parents(conn, ids, opts)
-        return batch_jobs(batch, ids, created_at, status=status)
+                statuses = self._link(conn, ids, opts)
+        jobs = batch_jobs(batch, ids, created_at)
+        return [
+            job if status is JobStatus.PENDING else dataclasses.replace(job, status=status)
+            for job, status in zip(jobs, statuses, strict=True)
+        ]
 
     def _parents_transaction(
         self, conn: psycopg.Connection[Any], opts: Options
     ) -> contextlib.AbstractContextManager[Any]:
-        """The insert and its parents in one transaction (a savepoint inside the caller's);
-        nothing for jobs without parents."""
-        return conn.transaction() if opts.parents else contextlib.nullcontext()
+        """The insert and its parents and sequence in one transaction (a savepoint inside
+        the caller's); nothing for jobs without either."""
+        return conn.transaction() if opts.linked else contextlib.nullcontext()
+
+    def _link(
+        self, conn: psycopg.Connection[Any], ids: list[int], opts: Options
+    ) -> list[JobStatus]:
+        """The new jobs' parents (depends_on), then their sequence (sequence_key), given
+        in the insert's transaction; the status each has now."""
+        statuses = [self._add_parents(conn, ids, opts)] * len(ids)
+        if opts.sequence_key is not None:
+            with _schema_errors(self.schema):
+                rows = conn.execute(
+                    self._sql["add_to_sequence"], _params(list(ids), opts.sequence_key)
+                ).fetchall()
+            statuses = [JobStatus(row[1]) for row in rows]
+        return statuses
 
     def _add_parents(
         self, conn: psycopg.Connection[Any], ids: list[int], opts: Options
@@ -356,6 +378,35 @@ class SyncQueue:
         if found is None:
             raise JobNotFound(f"no job with id {job_id} in schema {self.schema}")
         return job_from_record(found)
+
+    def emit_event(
+        self, name: str, payload: Any = None, *, connection: psycopg.Connection[Any] | None = None
+    ) -> int:
+        """Emit event `name` (as `Queue.emit_event`): the jobs waiting for it become
+        runnable in this call's transaction; a job that waits later gets it at once.
+
+        >>> queue.emit_event("payment:42", {"amount": 1200})
+
+        Args:
+            name: the event's name.
+            payload: a JSON value for the waiters (default None).
+            connection: a psycopg connection of yours: the emit commits with your
+                transaction (default None: the queue's own, committed at once).
+
+        Returns:
+            How many waiting jobs it woke.
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `payload` cannot be stored as JSON.
+            SchemaError: the schema is missing or outdated.
+            ConfigurationError: no database given or set, or it cannot be reached.
+        """
+        name, text = event_arguments(name, payload)
+        with self._connection(connection) as conn:
+            row = self._fetchone(conn, "emit_event", _params(name, text))
+        assert row is not None  # a function call: one row
+        return int(row[0])
 
     # -- connections -------------------------------------------------------------
 

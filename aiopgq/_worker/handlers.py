@@ -19,6 +19,7 @@ from .._context import JobContext, Middleware
 from .._db.statements import Statements
 from .._models import Job, _current_job
 from .._payload import encode_result
+from .._steps import Suspended
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec
 from .failures import fail_now, progress_columns, report_failure, unstorable_result
@@ -121,6 +122,8 @@ class Handlers:
                     result = await chain()
                 if deadline.cancelled_caught:
                     raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
+        except Suspended:  # ctx.sleep or ctx.wait_event wrote the job's state
+            return
         except asyncio.CancelledError:
             context.stopped = True
             if context.committed or settling.stopped(task, job, sink, context):

@@ -22,6 +22,8 @@ from .presence import EXPIRE_AFTER_BEATS
 logger = logging.getLogger("aiopgq.maintenance")
 
 _BATCH = 1000
+# How long an emitted event is kept for the jobs that wait for it later (events.sql).
+EVENT_RETENTION = 30 * 86400.0
 
 
 def _leader_key(schema: str) -> int:
@@ -85,6 +87,7 @@ async def _pass(
         if len(rows) < _BATCH:
             break
     await _expire_workers(conn, sql)
+    await _prune_events(conn, sql)
     await _refresh_statistics(conn, sql)
     for status, seconds in retention.items():
         count = await _prune(conn, sql, status, seconds)
@@ -183,6 +186,13 @@ async def _expire_workers(conn: Connection, sql: Statements) -> None:
             EXPIRE_AFTER_BEATS,
             extra={"worker": row["id"]},
         )
+
+
+async def _prune_events(conn: Connection, sql: Statements) -> None:
+    """Delete the emitted events older than their retention, one batch a pass."""
+    async with _leading(conn, sql) as leader:
+        if leader:
+            await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

@@ -77,12 +77,13 @@ class Pages:
         return await self._show(request, "jobs", "Jobs", read)
 
     async def job(self, request: Request) -> Response:
-        """One job: its fields, payload, result, history and errors."""
+        """One job: its fields, payload, result, history, durable steps and errors."""
         job_id: int = request.path_params["job_id"]
 
         async def read(queue: Queue) -> dict[str, Any]:
             job = await queue.get_job(job_id, preview=True)
-            return {"job": job, "timeline": timeline(job)}
+            steps = await queue.job_steps(job_id)  # durable steps and waits
+            return {"job": job, "timeline": timeline(job), "steps": steps}
 
         return await self._show(request, "job", f"Job {job_id}", read)
 

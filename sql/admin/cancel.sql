@@ -11,11 +11,16 @@
 -- awaits is announced on the done channel (complete_done.sql). A waiting job (it has
 -- parents) is cancelled as a pending one; a job others depend on settles its children
 -- (sql/functions/dependencies.sql: with the default policy they are cancelled too,
--- transitively).
+-- transitively). A failed job of a sequence (`sequence` in its metadata) can be
+-- cancelled too: it then stops holding its sequence; the job a sequenced job waits on is
+-- locked before it, as its completion would (lock_sequence_parents(), sequences.sql).
 WITH target AS (
     SELECT id, status AS was
     FROM {{schema}}.jobs
-    WHERE id = $1 AND status IN ('pending', 'running', 'waiting')
+    WHERE id = $1
+      AND (status IN ('pending', 'running', 'waiting')
+           OR (status = 'failed' AND metadata ? 'sequence'))
+      AND (SELECT {{schema}}.lock_sequence_parents($1))
     FOR UPDATE
 ), cancelled AS (
     UPDATE {{schema}}.jobs j

@@ -70,6 +70,7 @@ BEGIN
         SELECT d.parent_id, d.outcome::text INTO culprit, culprit_outcome
         FROM {{schema}}.job_dependencies d
         WHERE d.child_id = child.id AND d.outcome IN ('failed', 'cancelled')
+          AND d.kind <> 'sequence'  -- a sequence edge holds or goes on (sequences.sql)
         ORDER BY d.parent_id
         LIMIT 1;
         IF culprit IS NOT NULL AND child.metadata->>'on_parent_failure' IS DISTINCT FROM 'run' THEN
@@ -89,9 +90,12 @@ BEGIN
             changed := changed + 1;
             CONTINUE;
         END IF;
+        -- Open: an edge without an outcome, or a sequence edge whose parent failed (it
+        -- holds the child until retried or cancelled: sequences.sql).
         open := EXISTS (
             SELECT FROM {{schema}}.job_dependencies d
-            WHERE d.child_id = child.id AND d.outcome IS NULL);
+            WHERE d.child_id = child.id
+              AND (d.outcome IS NULL OR (d.outcome = 'failed' AND d.kind <> 'parent')));
         IF NOT open THEN
             UPDATE {{schema}}.jobs j SET status = 'pending' WHERE j.id = child.id;
             PERFORM {{schema}}.wake_once(child.queue, child.run_at);
@@ -135,6 +139,11 @@ BEGIN
     SELECT array_agg(DISTINCT child_id) INTO children FROM settled;
     IF children IS NULL THEN
         RETURN 0;
+    END IF;
+    IF 'cancelled' = ANY(statuses) THEN  -- their sequences go on past them (sequences.sql)
+        PERFORM {{schema}}.splice_sequences(ARRAY(
+            SELECT p.id FROM unnest(parents, statuses) AS p(id, status)
+            WHERE p.status = 'cancelled'));
     END IF;
     RETURN {{schema}}.settle_children(children);
 END

@@ -13,6 +13,9 @@
 -- (add_dependencies(), dependencies.sql; on_parent_failure 'cancel' or 'run'); it
 -- takes no idempotency_key (the job returned could be one enqueued before, without
 -- those parents).
+-- With sequence_key the job runs after the jobs enqueued before it with that key, one at
+-- a time (add_to_sequence(), sequences.sql); it takes no idempotency_key either.
+--   SELECT aiopgq.enqueue('sync_account', '{}', sequence_key => 'account-7');
 -- It runs as its caller (EXECUTE is PUBLIC's): the caller's grants on jobs decide, and
 -- enqueued_by stays the caller.
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '{}'::jsonb,
@@ -20,7 +23,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.enqueue(task text, payload jsonb DEFAULT '
     priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT NULL::integer,
     idempotency_key text DEFAULT NULL::text, unique_for interval DEFAULT NULL::interval,
     on_conflict text DEFAULT 'ignore'::text, concurrency_key text DEFAULT NULL::text,
-    depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text)
+    depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text,
+    sequence_key text DEFAULT NULL::text)
  RETURNS bigint
  LANGUAGE plpgsql
 AS $function$
@@ -75,7 +79,14 @@ BEGIN
             PERFORM {{schema}}.add_dependencies(ARRAY[new_id], enqueue.depends_on,
                                                enqueue.on_parent_failure);
         END IF;
+        IF enqueue.sequence_key IS NOT NULL THEN
+            PERFORM {{schema}}.add_to_sequence(ARRAY[new_id], enqueue.sequence_key);
+        END IF;
         RETURN new_id;
+    END IF;
+    IF enqueue.sequence_key IS NOT NULL THEN
+        RAISE EXCEPTION 'sequence_key takes no idempotency_key: the job holding the key may have been enqueued outside the sequence'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF enqueue.depends_on IS NOT NULL THEN
         RAISE EXCEPTION 'depends_on takes no idempotency_key: the job holding the key may have been enqueued without those parents'

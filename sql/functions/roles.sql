@@ -27,12 +27,15 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %I.queues, %I.schema_version, %I.tasks TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.enqueue(text, jsonb, text, timestamptz, '
-                   'integer, integer, text, interval, text, text, bigint[], text), '
+                   'integer, integer, text, interval, text, text, bigint[], text, text), '
                    '%I.enqueue_unique(text, jsonb, text[], text, integer, timestamptz, '
                    'integer, interval, text), %I.job_status(bigint), '
-                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
+                   '%I.add_dependencies(bigint[], bigint[], text), '
+                   '%I.add_to_sequence(bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   role_name);
+                   '{{schema_name}}', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb) TO %I',
+                   '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
                    'integer[], text[], text[], bigint[], bigint[]) TO %I',
                    '{{schema_name}}', role_name);
@@ -67,9 +70,19 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.take_ticks(text, timestamptz, timestamptz, '
                    'text, text, integer, integer, timestamptz[], text[]), %I.archive_extend(), '
                    '%I.archive_drop(%I.job_status, timestamptz), '
-                   '%I.add_dependencies(bigint[], bigint[], text) TO %I',
+                   '%I.add_dependencies(bigint[], bigint[], text), '
+                   '%I.add_to_sequence(bigint[], text) TO %I',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   '{{schema_name}}', role_name);
+                   '{{schema_name}}', '{{schema_name}}', role_name);
+    EXECUTE format('GRANT SELECT, DELETE ON %I.sequences TO %I', '{{schema_name}}', role_name);
+    -- Durable steps and events (migrations/0027_durable_steps.sql).
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job_steps, %I.job_waits, '
+                   '%I.events TO %I', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
+                   role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb), %I.wait_event(bigint, '
+                   'integer, text, integer, text, timestamptz, timestamptz) TO %I',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
+    -- Workflows (migrations/0025_workflows.sql).
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.workflows, %I.workflow_groups, '
                    '%I.workflow_jobs, %I.workflow_count_marks TO %I', '{{schema_name}}',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);

@@ -90,19 +90,20 @@ BEGIN
     IF cardinality(parents) = 1 THEN
         -- The done paths' call, once per finished row: statements on the primary key
         -- whose cached generic plans stay index lookups (a join with unnest() may not).
-        SELECT w.group_id, w.outcome::text INTO gid, was
-        FROM {{schema}}.workflow_jobs w WHERE w.job_id = parents[1];
-        IF gid IS NULL THEN
-            RETURN 0;  -- not a group member
-        END IF;
         now_ := statuses[1];
-        IF was IS NOT DISTINCT FROM now_ THEN
-            RETURN 1;  -- a repeat: nothing to count
-        END IF;
+        -- One statement: the subquery reads the row as this statement's snapshot has it,
+        -- before the update (the outcome the header says no one else changes meanwhile).
         UPDATE {{schema}}.workflow_jobs w
         SET outcome = now_::{{schema}}.job_status,
             result = CASE WHEN now_ = 'done' THEN results[1] END
-        WHERE w.job_id = parents[1];
+        WHERE w.job_id = parents[1] AND w.group_id IS NOT NULL
+          AND w.outcome IS DISTINCT FROM now_::{{schema}}.job_status
+        RETURNING w.group_id, (SELECT o.outcome::text FROM {{schema}}.workflow_jobs o
+                               WHERE o.job_id = w.job_id)
+        INTO gid, was;
+        IF gid IS NULL THEN
+            RETURN 0;  -- not a group member, or a repeat (its edges: none, or settled)
+        END IF;
         moved := 1;
         entry := gid || ','
             || ((was IS NOT DISTINCT FROM 'done')::int - (now_ IS NOT DISTINCT FROM 'done')::int)

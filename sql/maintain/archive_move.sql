@@ -6,7 +6,10 @@
 -- still holds its idempotency key (unique_for, job_keys: enqueue_unique reads the
 -- holder in jobs), as in prune.sql. The key rows and ticks of the moved jobs go, as
 -- the pruner's do, and so do their edges to their parents (job_dependencies: a finished
--- child needs them no more). SKIP LOCKED: a row an operator is retrying waits for the next pass.
+-- child needs them no more), their durable steps and waits (job_steps, job_waits: an
+-- archived job runs no more, and a restored one is a finished job), and the rows of the
+-- sequences they ended; the jobs of sequences that prune.sql keeps stay here too.
+-- SKIP LOCKED: a row an operator is retrying waits for the next pass.
 -- The IN list proves the partial index's predicate for a generic plan too.
 WITH moved AS (
     DELETE FROM {{schema}}.jobs
@@ -21,6 +24,15 @@ WITH moved AS (
               SELECT FROM {{schema}}.job_keys r
               WHERE r.key = j.idempotency_key AND r.job_id = j.id
                 AND j.finished_at + r.unique_for > now()))
+          AND NOT (j.metadata ? 'sequence' AND j.status IN ('failed', 'cancelled') AND (
+              EXISTS (  -- a failed job that holds its sequence (sequences.sql)
+                  SELECT FROM {{schema}}.job_dependencies d
+                  WHERE j.status = 'failed' AND d.parent_id = j.id AND d.kind <> 'parent'
+                    AND (SELECT c.status FROM {{schema}}.jobs c WHERE c.id = d.child_id)
+                        = 'waiting')
+              OR EXISTS (  -- a cancelled newest job: the next enqueue walks past it
+                  SELECT FROM {{schema}}.sequences s
+                  WHERE j.status = 'cancelled' AND s.last_job_id = j.id)))
         ORDER BY j.finished_at
         LIMIT $3
         FOR UPDATE SKIP LOCKED
@@ -40,5 +52,11 @@ WITH moved AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM moved)
 ), edges_gone AS (
     DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM moved)
+), sequences_gone AS (
+    DELETE FROM {{schema}}.sequences WHERE last_job_id IN (SELECT id FROM moved)
+), steps_gone AS (
+    DELETE FROM {{schema}}.job_steps WHERE job_id IN (SELECT id FROM moved)
+), waits_gone AS (
+    DELETE FROM {{schema}}.job_waits WHERE job_id IN (SELECT id FROM moved)
 )
 SELECT count(*) FROM moved;

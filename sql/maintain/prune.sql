@@ -5,7 +5,12 @@
 -- the status. A done job that still holds its idempotency key (unique_for, job_keys)
 -- stays until its window is over. The key rows and ticks of the deleted jobs go with
 -- them (a key row that an enqueue has locked is left: that enqueue repoints it), and so
--- do their edges to their parents (job_dependencies, kept by child).
+-- do their edges to their parents (job_dependencies, kept by child), their durable
+-- steps and waits (job_steps, job_waits: migrations/0027_durable_steps.sql) and the rows
+-- of the sequences they ended (an enqueue that holds such a row has repointed it when
+-- the DELETE re-reads it). A failed job of a sequence that holds a waiting job stays
+-- until it is retried or cancelled, and so does a cancelled job a sequence names as its
+-- newest (sql/functions/sequences.sql).
 WITH gone AS (
     DELETE FROM {{schema}}.jobs
     WHERE id IN (
@@ -18,6 +23,15 @@ WITH gone AS (
               SELECT FROM {{schema}}.job_keys r
               WHERE r.key = j.idempotency_key AND r.job_id = j.id
                 AND j.finished_at + r.unique_for > now()))
+          AND NOT (j.metadata ? 'sequence' AND j.status IN ('failed', 'cancelled') AND (
+              EXISTS (  -- a failed job that holds its sequence (sequences.sql)
+                  SELECT FROM {{schema}}.job_dependencies d
+                  WHERE j.status = 'failed' AND d.parent_id = j.id AND d.kind <> 'parent'
+                    AND (SELECT c.status FROM {{schema}}.jobs c WHERE c.id = d.child_id)
+                        = 'waiting')
+              OR EXISTS (  -- a cancelled newest job: the next enqueue walks past it
+                  SELECT FROM {{schema}}.sequences s
+                  WHERE j.status = 'cancelled' AND s.last_job_id = j.id)))
         ORDER BY j.finished_at
         LIMIT $3
         FOR UPDATE SKIP LOCKED
@@ -34,5 +48,11 @@ WITH gone AS (
     DELETE FROM {{schema}}.periodic_ticks WHERE job_id IN (SELECT id FROM gone)
 ), edges_gone AS (
     DELETE FROM {{schema}}.job_dependencies WHERE child_id IN (SELECT id FROM gone)
+), sequences_gone AS (
+    DELETE FROM {{schema}}.sequences WHERE last_job_id IN (SELECT id FROM gone)
+), steps_gone AS (
+    DELETE FROM {{schema}}.job_steps WHERE job_id IN (SELECT id FROM gone)
+), waits_gone AS (
+    DELETE FROM {{schema}}.job_waits WHERE job_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone;

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import time
 
 import asyncpg
 import pexpect
@@ -21,7 +22,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def spawn_top(dsn: str, schema: str) -> pexpect.spawn:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # The terminal's size is the pseudo-terminal's: COLUMNS and LINES set by a parent
+    # (pytest-xdist's workers have them) would override it and cut the table's cells.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "LINES": "40"}
     return pexpect.spawn(
         sys.executable,
         ["-m", "aiopgq", "--dsn", dsn, "--schema", schema, "top", "--interval", "0.3"],
@@ -35,10 +38,15 @@ def spawn_top(dsn: str, schema: str) -> pexpect.spawn:
     )
 
 
-def screen_until(child: pexpect.spawn, pattern: str) -> str:
-    """Read the terminal until `pattern` shows (ANSI codes stripped); the text read."""
+def screen_until(child: pexpect.spawn, pattern: str, within: float = 60.0) -> str:
+    """Read the terminal until `pattern` shows (ANSI codes stripped); the text read.
+
+    top refreshes forever, so output never stops: the deadline ends a wait for a screen
+    that never comes, with the last screen in the message."""
     seen = ""
+    deadline = time.monotonic() + within
     while not re.search(pattern, seen):
+        assert time.monotonic() < deadline, f"no {pattern!r} within {within} s:\n{seen[-3000:]}"
         child.expect(r"\S", timeout=30)
         seen += ANSI.sub("", child.before + child.after)
     return seen
@@ -67,7 +75,7 @@ def watch_and_quit(dsn: str, schema: str, worker_id: str, key: str) -> tuple[str
 async def test_top_shows_the_queues_and_the_live_worker_and_quits_on_q_and_ctrl_c(
     dsn: str, queue: Queue, ledger: str, conn: asyncpg.Connection
 ) -> None:
-    await queue.enqueue_many("app.sleep", [{"seconds": 60}] * 2)
+    await queue.enqueue_many("app.sleep", [{"seconds": 3600}] * 2)
     await queue.enqueue("app.noop", {"n": 1}, delay=600)
     await queue.enqueue("app.noop", {"n": 2}, queue="unserved")
     proc = cli(

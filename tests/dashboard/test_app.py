@@ -14,7 +14,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from aiopgq import JobStatus, Queue
+from aiopgq import JobContext, JobStatus, Queue
 from aiopgq.dashboard import create_app
 
 from ..support.dashboard import start_dashboard, stop
@@ -195,3 +195,22 @@ def test_the_command_on_a_schema_without_tables_says_to_migrate(dsn: str, schema
     )
     assert done.returncode == 1
     assert "aiopgq migrate" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_the_job_page_shows_durable_steps_and_what_the_job_waits_for(
+    queue: Queue,
+) -> None:
+    @queue.task(name="d.order")
+    async def order(ctx: JobContext) -> None:
+        await ctx.step("reserve <stock>", lambda: 1)  # escaped like any user text
+        await ctx.wait_event("payment:42")
+
+    job = await order.enqueue()
+    plain = await queue.enqueue("d.plain", {})
+    await queue.worker(queues=["default"]).run(burst=True)
+    async with client(create_app(queue)) as http:
+        page = (await http.get(f"/jobs/{job.id}")).text
+        assert 'id="steps"' in page and "Waits for:" in page
+        assert "event payment:42" in page and "reserve &lt;stock&gt;" in page
+        assert "reserve <stock>" not in page
+        assert 'id="steps"' not in (await http.get(f"/jobs/{plain.id}")).text

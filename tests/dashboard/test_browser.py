@@ -9,7 +9,7 @@ from selenium.common.exceptions import NoSuchElementException, StaleElementRefer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
-from aiopgq import Job, JobStatus, Queue, Retry
+from aiopgq import Job, JobContext, JobStatus, Queue, Retry
 
 from ..support.dashboard import TOKEN, Dashboard, start_dashboard, stop
 from ..support.helpers import eventually
@@ -172,3 +172,30 @@ async def test_a_dashboard_without_a_token_is_read_only(
         code, out, err = stop(running.process)
     assert code == 0 and err.startswith("warning: reads need no token: every user"), (code, err)
     assert "read-only" in out, out
+
+
+async def test_the_job_page_follows_a_job_that_waits_for_an_event(
+    queue: Queue, dashboard: Dashboard, browser: webdriver.Chrome
+) -> None:
+    @queue.task(name="shop.order", queue="orders")
+    async def order(ctx: JobContext) -> str:
+        await ctx.step("reserve", lambda: "r-1")
+        paid = await ctx.wait_event("payment:7")
+        return str(paid)
+
+    job = await order.enqueue()
+    await queue.worker(queues=["orders"]).run(burst=True)
+    browser.get(f"{dashboard.url}/jobs/{job.id}")
+    assert text(browser, ".job-head .status") == "waiting"
+    assert text(browser, "#steps .waits") == "Waits for: event payment:7"
+    assert text(browser, "#steps tbody tr td:nth-child(2)") == "reserve"
+    await queue.emit_event("payment:7", "ok")
+    await queue.worker(queues=["orders"]).run(burst=True)
+    # The live page refreshes by itself: done, the wait recorded as a step, no wait left.
+    await eventually(lambda: text(browser, ".job-head .status") == "done", within=15)
+    names = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#steps tbody tr td:nth-child(2)'),"
+        " c => c.textContent);"
+    )
+    assert names == ["reserve", "event:payment:7"]
+    assert not browser.find_elements("css selector", "#steps .waits")

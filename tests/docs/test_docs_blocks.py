@@ -25,6 +25,8 @@ RUNNERS = {
     "unique": ("tests/docs/test_docs_examples.py", 'blocks("unique"'),
     "outage": ("tests/docs/test_docs_examples.py", 'blocks("outage"'),
     "workflows": ("tests/docs/test_docs_workflows.py", 'blocks("workflows"'),
+    "sequences": ("tests/docs/test_docs_sequences.py", 'blocks("sequences"'),
+    "steps": ("tests/docs/test_docs_steps.py", 'blocks("steps"'),
     "workflow_builder": ("tests/docs/test_docs_workflows.py", 'blocks("workflow_builder"'),
     "quickstart": ("tests/docs/test_readme.py", 'blocks("quickstart"'),
     "fastapi": ("tests/docs/test_readme.py", 'blocks("fastapi"'),

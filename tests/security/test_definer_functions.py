@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from aiopgq import Queue
-from aiopgq._db.migrations import code_version
+from aiopgq._db.migrations import code_version, migrations
 
 from ..support.legacy_schema import install_up_to
 
@@ -133,7 +133,7 @@ async def test_upgrade_from_19_closes_the_hole_for_roles_granted_before(
     await install_up_to(conn, schema, 19)
     producer = await make_role()
     await conn.execute(f'SELECT "{schema}".grant_producer($1)', producer)
-    assert await Queue(dsn, schema=schema).migrate() == list(range(20, code_version() + 1))
+    assert await Queue(dsn, schema=schema).migrate() == [v for v, _ in migrations() if v >= 20]
     assert code_version() >= 20
     attacker = await asyncpg.connect(dsn, user=producer)
     try:

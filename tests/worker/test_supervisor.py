@@ -100,7 +100,17 @@ async def test_kill_9_of_a_child_restarts_it_and_loses_no_job(
             return {r["status"]: r["jobs"] for r in rows} == {"done": len(jobs)}
 
         await eventually(settled, within=60)
-        # The restarted child works too: a job only it can take once its peers are gone.
+        # The restarted child works too. Its peers may have drained the first jobs before it
+        # came up (a loaded machine), so give it work only it can take: 12 long jobs for
+        # three children of 4 slots each.
+        jobs += await queue.enqueue_many("app.sleep", [{"seconds": 5}] * 12, max_attempts=3)
+        fresh = set(replaced) - set(first)
+
+        async def fresh_child_works() -> bool:
+            return any([await running_by(conn, queue.schema, pid) for pid in fresh])
+
+        await eventually(fresh_child_works, within=60)
+        await eventually(settled, within=60)
         assert proc.poll() is None
     finally:
         _out, err = stop(proc)

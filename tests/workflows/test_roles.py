@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from aiopgq import JobStatus, Queue
+from aiopgq import JobContext, JobStatus, Queue
 
 
 @pytest.fixture
@@ -57,3 +57,31 @@ async def test_a_producer_and_a_worker_role_run_a_graph(
         assert (await working.get_job(child.id)).status is JobStatus.DONE
         assert (await working.get_job(by_sql)).status is JobStatus.DONE
         assert (await working.get_job(doomed.id)).status is JobStatus.CANCELLED
+
+
+async def test_a_producer_role_enqueues_a_workflow_that_a_worker_role_runs(
+    dsn: str, queue: Queue, roles: tuple[str, str]
+) -> None:
+    producer, worker = roles
+    producing = Queue(dsn, schema=queue.schema, connect_kwargs={"user": producer})
+    working = Queue(dsn, schema=queue.schema, connect_kwargs={"user": worker})
+
+    @working.task(name="part")
+    async def part(n: int) -> int:
+        return n
+
+    @working.task(name="sum")
+    async def total(ctx: JobContext) -> int:
+        return sum((await ctx.parent_results()).values())
+
+    async with producing, working:
+        wf = producing.workflow("least privilege")
+        group = wf.add_many("part", [{"n": n} for n in range(5)])
+        wf.add("sum", depends_on=[group])
+        wid = await wf.enqueue()
+        await working.worker(poll_interval=0.05).run(burst=True)
+        done = await working.get_workflow(wid)
+        assert done.status == "done", done.counts
+        callback = next(job for job in done.jobs if job.task == "sum")
+        assert (await working.get_job(callback.id)).result == 10
+        assert await working.cancel_workflow(wid) == 0
