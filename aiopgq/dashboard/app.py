@@ -83,6 +83,8 @@ def create_app(
         Route("/", pages.overview, name="overview"),
         Route("/jobs", pages.jobs, name="jobs"),
         Route("/jobs/{job_id:int}", pages.job, name="job"),
+        Route("/workflows", pages.workflows, name="workflows"),
+        Route("/workflows/{workflow_id:int}", pages.workflow, name="workflow"),
         Route("/api/jobs/{job_id:int}/retry", actions.retry_job, methods=["POST"]),
         Route("/api/jobs/{job_id:int}/cancel", actions.cancel_job, methods=["POST"]),
         Route("/api/queues/pause", actions.pause, methods=["POST"]),

@@ -1,4 +1,5 @@
-"""The dashboard's pages: the queues, a filtered list of jobs, one job in full."""
+"""The dashboard's pages: the queues, a filtered list of jobs, one job in full, the
+workflows and one workflow as a graph."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aiopgq import Error, JobNotFound, JobStatus, Queue
+from aiopgq import Error, JobNotFound, JobStatus, Queue, WorkflowNotFound
 from aiopgq._display import shown
 
+from .graph import draw, workflow_nodes
 from .render import Templates, timeline
 from .settings import Settings
 
@@ -85,6 +87,25 @@ class Pages:
 
         return await self._show(request, "job", f"Job {job_id}", read)
 
+    async def workflows(self, request: Request) -> Response:
+        """The newest workflows with their status and counts."""
+
+        async def read(queue: Queue) -> dict[str, Any]:
+            return {"workflows": await queue.list_workflows(limit=PAGE_SIZE)}
+
+        return await self._show(request, "workflows", "Workflows", read)
+
+    async def workflow(self, request: Request) -> Response:
+        """One workflow: its graph with each job's (or group's) status of the moment."""
+        workflow_id: int = request.path_params["workflow_id"]
+
+        async def read(queue: Queue) -> dict[str, Any]:
+            workflow = await queue.get_workflow(workflow_id)
+            base = request.scope.get("root_path", "").rstrip("/")
+            return {"workflow": workflow, "graph": draw(workflow_nodes(workflow, base))}
+
+        return await self._show(request, "workflow", f"Workflow {workflow_id}", read)
+
     async def not_found(self, request: Request, exc: Exception) -> Response:
         detail = exc.detail if isinstance(exc, HTTPException) else "not found"
         return self._error(request, 404, f"{request.url.path}: {detail}")
@@ -101,7 +122,7 @@ class Pages:
             context = await read(queue)
         except BadRequest as exc:
             return self._error(request, 400, str(exc))
-        except JobNotFound as exc:
+        except (JobNotFound, WorkflowNotFound) as exc:
             return self._error(request, 404, str(exc))
         except (Error, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             logger.warning(
