@@ -53,7 +53,10 @@ async def test_waiting_jobs_cost_the_claim_nothing(queue: Queue, conn: asyncpg.C
     await conn.execute(f"ANALYZE {schema}.jobs")
     after, indexes = await _claim_buffers(queue, conn)
     assert "jobs_pending_idx" in indexes
-    assert after <= before + 2, (before, after)  # no page per waiting job
+    # No page per waiting job: 10,000 of them in the index would be ~30 leaf pages and
+    # their heap ~60 more. A few pages more than before are the plan's own reads after
+    # the new statistics (seen: 2 then 5 in a parallel run), not the waiting jobs.
+    assert after <= before + 10, (before, after)
 
     last = await conn.fetchval(f"SELECT max(job_id) FROM {schema}.job_waits")
     assert await queue.emit_event(f"order:{last}") == 1  # one of 10,000, by its index
