@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -21,17 +23,17 @@ _INSTALL_ERRORS = pytest.StashKey[dict[str, str]]()
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """How many processes `-n auto` (the default, pyproject's addopts) runs the tests in.
 
-    Each has its own throwaway embedded server, so they share nothing but the machine:
-    one more than the cores (at most 4), as most tests wait rather than compute. One
-    process (no distribution) for a run on DATABASE_URL (tests that read server-wide
-    state, such as sessions and locks, would see each other's), for the slow set
-    (chaos and fleets of processes load the machine by themselves), and when tests are
-    named on the command line. AIOPGQ_TEST_PROCESSES sets the number.
+    Each has its own throwaway embedded server, or on DATABASE_URL its own database
+    there (`database_url`), so they share nothing but the machine: one more than the
+    cores (at most 4), as most tests wait rather than compute. One process (no
+    distribution) for the slow set (chaos and fleets of processes load the machine by
+    themselves) and when tests are named on the command line. AIOPGQ_TEST_PROCESSES
+    sets the number.
     """
     chosen = os.environ.get("AIOPGQ_TEST_PROCESSES")
     if chosen:
         return int(chosen)
-    if os.environ.get("DATABASE_URL") or config.option.markexpr != "not slow":
+    if config.option.markexpr != "not slow":
         return 0
     if config.args_source is pytest.Config.ArgsSource.ARGS:
         return 0
@@ -80,7 +82,7 @@ def database_url() -> Iterator[str]:
     """
     dsn = os.environ.get("DATABASE_URL")
     if dsn:
-        yield dsn
+        yield _database_of_this_process(dsn)
         return
     from aiopgq.embedded import start_throwaway
 
@@ -94,6 +96,31 @@ def database_url() -> Iterator[str]:
         )
     with server:
         yield server.ensure_database("aiopgq_test")
+
+
+def _database_of_this_process(dsn: str) -> str:
+    """`dsn`, or under pytest-xdist a database of this process's own on its server
+    (made once, kept for the next run): tests that look at the sessions or kill the
+    backends of their database (current_database()) then see only their own process's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    parts = urlsplit(dsn)
+    if not worker or parts.scheme not in ("postgres", "postgresql"):
+        return dsn
+    name = f"{parts.path.lstrip('/') or 'postgres'}_{worker}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(dsn, timeout=10)
+        try:
+            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(create())
+    except Exception as exc:
+        pytest.fail(f"cannot make database {name} on {dsn} for this test process ({exc})")
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture(scope="session")
