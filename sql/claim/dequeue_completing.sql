@@ -7,9 +7,11 @@
 -- in complete_done.sql.
 -- A job others depend on (`dependents`) settles its children in its RETURNING, one
 -- call per such row (sql/functions/dependencies.sql): for the other rows that is one
--- NULL test, as for `waited`. (One call for the whole batch would need a second CTE
--- reading this one, whose tuplestore costs every job server instructions, measurably:
--- benchmarks/instructions.py.)
+-- NULL test, as for `waited`; a workflow group's member (`group` too) is only named, its
+-- count and outcome written at commit by one statement for all of the transaction's
+-- members (count_member(), sql/functions/workflows.sql). (One call for the whole batch
+-- would need a second CTE reading this one, whose tuplestore costs every job server
+-- instructions, measurably: benchmarks/instructions.py.)
 completed AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
@@ -18,5 +20,7 @@ completed AS (
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
         CASE WHEN j.metadata ? 'dependents'
-             THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'], ARRAY[j.result]) END
+             THEN CASE WHEN j.metadata ? 'group' THEN {{schema}}.count_member(j.id)
+                  ELSE {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'],
+                                                     ARRAY[j.result]) END END
 )

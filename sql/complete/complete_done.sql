@@ -5,7 +5,9 @@
 -- on the done channel; for the others (metadata NULL) the RETURNING expression is one
 -- NULL test, and nothing goes to the client. A job that others depend on (`dependents`)
 -- settles its children in this statement (sql/functions/dependencies.sql), one call per
--- such row as in dequeue_completing.sql; for the others that is a second NULL test.
+-- such row as in dequeue_completing.sql; for the others that is a second NULL test. A
+-- member of a workflow group (`group` too) is only named, counted at commit
+-- (count_member(), sql/functions/workflows.sql).
 WITH done AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
@@ -14,6 +16,8 @@ WITH done AS (
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
         CASE WHEN j.metadata ? 'dependents'
-             THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'], ARRAY[j.result]) END
+             THEN CASE WHEN j.metadata ? 'group' THEN {{schema}}.count_member(j.id)
+                  ELSE {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'],
+                                                     ARRAY[j.result]) END END
 )
 SELECT;

@@ -176,8 +176,10 @@ BEGIN
             RETURNING CASE WHEN j.metadata ? 'waited'
                            THEN pg_notify({{done_channel}}, j.id::text) END,
                       CASE WHEN j.metadata ? 'dependents'
-                           THEN {{schema}}.settle_dependents(ARRAY[j.id], ARRAY['done'],
-                                                              ARRAY[j.result]) END
+                           THEN CASE WHEN j.metadata ? 'group'
+                                     THEN {{schema}}.count_member(j.id)
+                                     ELSE {{schema}}.settle_dependents(ARRAY[j.id],
+                                              ARRAY['done'], ARRAY[j.result]) END END
         )
         SELECT count(*) INTO finished FROM done;
     END IF;

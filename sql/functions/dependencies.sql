@@ -38,7 +38,10 @@
 -- the schema's owner, and PL/pgSQL keeps the types of a session's first call (wake.sql).
 --
 -- A parent_id below 0 is a workflow group (-its id): workflows.sql settles its edges
--- from the group's counters, fed by settle_dependents() and revive_dependents().
+-- from the group's counters, fed by settle_dependents() and revive_dependents(), and by
+-- count_member(), which the done paths call instead of settle_dependents() for a member
+-- with `group` in its metadata (a member that is no job's parent: add_dependencies()
+-- takes `group` away from one it makes a parent).
 --
 -- A released child is announced like any runnable job (wake_once(), wake.sql): an
 -- UPDATE fires no insert trigger. Retrying a parent (retry_jobs.sql) reopens its edges
@@ -124,10 +127,9 @@ BEGIN
     IF parents IS NULL OR cardinality(parents) = 0 THEN
         RETURN 0;
     END IF;
-    -- Group members (workflows.sql): counted at commit; they are no job's parents.
-    IF {{schema}}.settle_groups(parents, statuses, results) = cardinality(parents) THEN
-        RETURN 0;
-    END IF;
+    -- Group members (workflows.sql): counted at commit. A member may be a job's parent
+    -- too (add_dependencies() after its workflow), so the edges are looked for all the same.
+    PERFORM {{schema}}.settle_groups(parents, statuses, results);
     WITH settled AS (
         UPDATE {{schema}}.job_dependencies d
         SET outcome = p.status::{{schema}}.job_status,
@@ -268,9 +270,12 @@ BEGIN
         RAISE EXCEPTION 'depends_on: no job with id % in schema {{schema_name}} (a job can depend only on existing jobs; a finished one may have been pruned)', missing
             USING ERRCODE = 'foreign_key_violation';
     END IF;
+    -- A group member that becomes a parent loses `group`: its end then goes through
+    -- settle_dependents(), which settles its edges as well as its group (workflows.sql).
     UPDATE {{schema}}.jobs j
-    SET metadata = coalesce(j.metadata, '{}') || '{"dependents": true}'
-    WHERE j.id = ANY(add_dependencies.parents) AND NOT coalesce(j.metadata ? 'dependents', false);
+    SET metadata = (coalesce(j.metadata, '{}') - 'group') || '{"dependents": true}'
+    WHERE j.id = ANY(add_dependencies.parents)
+      AND (NOT coalesce(j.metadata ? 'dependents', false) OR j.metadata ? 'group');
     UPDATE {{schema}}.jobs j
     SET status = 'waiting',
         metadata = coalesce(j.metadata, '{}')

@@ -10,33 +10,51 @@
 -- group of 10,000 members is one edge per dependent, not 10,000, and nothing scans the
 -- members when one finishes.
 --
--- The counters. A member carries `dependents` in its metadata, so the statements that end
--- jobs call settle_dependents() for it as for any parent (and for no other job: jobs
--- outside workflows pay nothing new; a job with job dependents pays one primary-key
--- probe of workflow_jobs). settle_dependents() (and revive_dependents(), for a retry,
--- with no status) call settle_groups(), which writes the member's outcome in its own
--- workflow_jobs row (no row shared with other members) and adds the group's net change
--- to the transaction's pending counts: a transaction-local setting (count_setting()),
--- and, on the transaction's first change, a row in workflow_count_marks. That row's
+-- The counters. A member carries `dependents` in its metadata, so every statement that
+-- ends jobs treats it as a parent (and no other job: jobs outside workflows pay nothing
+-- new), and `group` (its group's id), which the done paths (complete_done.sql,
+-- commit_done.sql, dequeue_completing.sql, claim_limited()) test only on rows that have
+-- `dependents`. There are two ways in:
+-- - A member done (the hot path): count_member(), once per such row, only appends the
+--   member's id to the transaction's pending counts, with no statement on any table but
+--   the transaction's first mark. Its outcome, its result and its group's change are
+--   written at commit, for every member the transaction finished, by one statement
+--   (count_groups()).
+-- - Every other change (a member failed, cancelled, rescued or retried, or done by a
+--   job enqueued before members carried `group`): settle_dependents() or
+--   revive_dependents() call settle_groups(), which writes the member's outcome in its
+--   own workflow_jobs row (no row shared with other members) at once and adds the
+--   group's net change to the pending counts.
+-- The pending counts are a transaction-local setting (count_setting()); the
+-- transaction's first change also inserts a row in workflow_count_marks, whose
 -- DEFERRABLE INITIALLY DEFERRED trigger runs count_groups() when the transaction
--- commits: it sums the pending counts per group and applies each group's sum with ONE
--- update of the group's row (`remaining`: members not done, `failed`: members that ended
--- failed or cancelled), however many members the transaction ended. So a completion
--- batch is one counter update per group, taken at commit: the group's row is locked
--- only from then until the commit, and completions on other workers queue on it that
--- long, not for their whole statement.
+-- commits: it writes the outcomes of the members count_member() named, sums the changes
+-- per group and applies each group's sum with ONE update of the group's row
+-- (`remaining`: members not done, `failed`: members that ended failed or cancelled),
+-- however many members the transaction ended. So a completion batch is one statement
+-- for its members' rows and one counter update per group, taken at commit: the group's
+-- row is locked only from then until the commit, and completions on other workers queue
+-- on it that long, not for their whole statement.
 -- A group is `done` when remaining = 0 and failed = 0, `failed` when failed > 0, open
 -- otherwise; when that state changes, its edge is settled (settle_dependents(-id): the
 -- children decided as for a job parent, policies and cascade included) or reopened
 -- (revive_dependents(-id): the children its failure cancelled come back).
 --
 -- Why no decrement is lost or doubled:
--- - A member's own change is counted once: settle_groups() compares the outcome it
---   writes with the one its row holds (`IS DISTINCT FROM`) and counts only a change: a
---   repeated completion (a done job is not completed again anyway: the status guards),
---   a rescue of a job already ended, a second cancel change nothing. No other
---   transaction changes the row meanwhile: every path that ends, cancels or retries a
---   member holds the member's jobs row, so the outcome read is the latest.
+-- - A member's own change is counted once: each write of its outcome (settle_groups() at
+--   once, count_groups() at commit) compares the outcome it writes with the one its row
+--   holds (`IS DISTINCT FROM`) and counts only the difference: a repeated completion (a
+--   done job is not completed again anyway: the status guards), a rescue of a job already
+--   ended, a second cancel change nothing. No other transaction changes the row
+--   meanwhile: every path that ends, cancels or retries a member holds the member's jobs
+--   row until its commit, so the outcome read is the latest.
+-- - What count_member() defers is written from the member's jobs row as the transaction
+--   leaves it (its status if final, else none; its result), not from what was recorded:
+--   whatever else the transaction did to the member before or after (a retry, a cancel
+--   cascade through settle_groups()), the row ends with the member's final outcome, and
+--   the counts sum the differences of one outcome after another, which add up to final
+--   minus first. (A member's jobs row no longer there at commit, moved to the archive by
+--   the same transaction, counts as done without a result.)
 -- - The pending counts live and die with the transaction that made them: a setting set
 --   with is_local and the mark row both roll back with it (a savepoint too), and both
 --   are emptied by the commit-time count. What is counted is exactly what commits.
@@ -68,8 +86,8 @@
 -- net change, added to this transaction's pending counts (the transaction-local setting
 -- count_setting()); the first change of a transaction inserts its mark, whose deferred
 -- trigger counts them at commit (count_groups()). Returns how many of `parents` changed
--- as group members (a group's members are no job's parents: settle_dependents() need
--- not look for their edges).
+-- as group members. (A member done by a done path comes here only when its metadata has
+-- no `group`: count_member() defers the others.)
 -- The outcome before (`o`, read by this statement's own snapshot) is the latest: every
 -- path that ends, cancels or retries a member holds its jobs row, so no other
 -- transaction changes its workflow_jobs row meanwhile.
@@ -88,7 +106,8 @@ DECLARE
     now_ pg_catalog.text;
 BEGIN
     IF cardinality(parents) = 1 THEN
-        -- The done paths' call, once per finished row: statements on the primary key
+        -- A single parent (cancel.sql, and the done paths for a member without `group`):
+        -- statements on the primary key
         -- whose cached generic plans stay index lookups (a join with unnest() may not).
         now_ := statuses[1];
         -- One statement: the subquery reads the row as this statement's snapshot has it,
@@ -148,38 +167,106 @@ BEGIN
 END
 $function$;
 
+-- A member of a group done (the done paths, once per finished row with `group` in its
+-- metadata): its id added to this transaction's pending counts, and on the transaction's
+-- first change its mark inserted; count_groups() writes its outcome and counts it at
+-- commit. Expressions only (no statement but the first mark), so a batch of members costs
+-- one setting write each.
+CREATE OR REPLACE FUNCTION {{schema}}.count_member(member bigint)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    pending pg_catalog.text;
+BEGIN
+    pending := current_setting({{schema}}.count_setting(), true);
+    IF coalesce(pending, '') = '' THEN
+        INSERT INTO {{schema}}.workflow_count_marks (txid) VALUES (txid_current());
+        pending := set_config({{schema}}.count_setting(), member::pg_catalog.text, true);
+    ELSE
+        pending := set_config({{schema}}.count_setting(), pending || ';' || member, true);
+    END IF;
+    RETURN 1;
+END
+$function$;
+
 -- The name of the transaction-local setting that holds a transaction's pending group
--- counts in this schema ("group,d_remaining,d_failed;..."). A setting, not a table: it
--- costs no write, and a rolled back (sub)transaction takes its part back with it.
+-- counts in this schema, entries split by ';': "group,d_remaining,d_failed" (a change
+-- settle_groups() wrote) or a bare job id (a member count_member() deferred). A setting,
+-- not a table: it costs no write, and a rolled back (sub)transaction takes its part back
+-- with it.
 CREATE OR REPLACE FUNCTION {{schema}}.count_setting()
  RETURNS text
  LANGUAGE sql
  IMMUTABLE
 AS $function$ SELECT 'aiopgq.group_counts_' || md5('{{schema_name}}') $function$;
 
--- At commit (the mark's deferred trigger): this transaction's pending counts, summed per
--- group and added to each group's row in id order (locked from then until the commit: a
--- short hold), then the edge of each group whose state changed is settled or reopened.
+-- At commit (the mark's deferred trigger): the outcomes of the members count_member()
+-- named, written in one statement from their jobs rows; this transaction's pending
+-- counts and theirs, summed per group and added to each group's row in id order (locked
+-- from then until the commit: a short hold), then the edge of each group whose state
+-- changed is settled or reopened.
+-- Its joins are index lookups by primary key from a batch of ids: the planner would
+-- rather hash a whole small table (workflow_jobs of one group of 10,000 is ~300 pages) than
+-- probe it 100 times, which costs milliseconds per commit, so hash and merge joins are off
+-- while it runs (and while the settling it calls runs: lookups by key too).
 CREATE OR REPLACE FUNCTION {{schema}}.count_groups()
  RETURNS trigger
  LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
 AS $function$
 DECLARE
     pending pg_catalog.text;
+    members pg_catalog.int8[];
+    deferred pg_catalog.text;
     d record;
     g record;
     before pg_catalog.text;
     after pg_catalog.text;
 BEGIN
-    pending := current_setting({{schema}}.count_setting(), true);
+    pending := coalesce(current_setting({{schema}}.count_setting(), true), '');
     PERFORM set_config({{schema}}.count_setting(), '', true);
     DELETE FROM {{schema}}.workflow_count_marks m WHERE m.txid = NEW.txid;
+    members := ARRAY(SELECT DISTINCT e::pg_catalog.int8
+                     FROM regexp_split_to_table(pending, ';') AS e WHERE e ~ '^[0-9]+$');
+    IF cardinality(members) > 0 THEN
+        -- One statement for them all, planned for its array (EXECUTE: index lookups).
+        EXECUTE $sql$
+        WITH final AS (
+            SELECT n.id,
+                   CASE WHEN j.id IS NULL THEN 'done'::{{schema}}.job_status
+                        WHEN j.status IN ('done', 'failed', 'cancelled') THEN j.status END
+                       AS outcome,
+                   j.result
+            FROM unnest($1) AS n(id)
+            LEFT JOIN {{schema}}.jobs j ON j.id = n.id
+        ), changed AS (
+            UPDATE {{schema}}.workflow_jobs w
+            SET outcome = f.outcome,
+                result = CASE WHEN f.outcome = 'done' THEN f.result END
+            FROM final f, {{schema}}.workflow_jobs o
+            WHERE w.job_id = f.id AND o.job_id = w.job_id AND w.group_id IS NOT NULL
+              AND w.outcome IS DISTINCT FROM f.outcome
+            RETURNING w.group_id, o.outcome::text AS was, f.outcome::text AS now
+        )
+        SELECT string_agg(c.group_id || ',' || c.d_remaining || ',' || c.d_failed, ';')
+        FROM (SELECT group_id,
+                     sum((was IS NOT DISTINCT FROM 'done')::int
+                         - (now IS NOT DISTINCT FROM 'done')::int) AS d_remaining,
+                     sum(coalesce(now IN ('failed', 'cancelled'), false)::int
+                         - coalesce(was IN ('failed', 'cancelled'), false)::int) AS d_failed
+              FROM changed
+              GROUP BY group_id) AS c
+        $sql$ INTO deferred USING members;
+        pending := pending || ';' || coalesce(deferred, '');
+    END IF;
     FOR d IN
         SELECT split_part(e, ',', 1)::pg_catalog.int8 AS id,
                sum(split_part(e, ',', 2)::pg_catalog.int4) AS d_remaining,
                sum(split_part(e, ',', 3)::pg_catalog.int4) AS d_failed
-        FROM regexp_split_to_table(coalesce(pending, ''), ';') AS e
-        WHERE e <> ''
+        FROM regexp_split_to_table(pending, ';') AS e
+        WHERE e LIKE '%,%'
         GROUP BY 1
         ORDER BY 1
     LOOP
@@ -298,6 +385,8 @@ BEGIN
     SET metadata = coalesce(j.metadata, '{}') || jsonb_build_object('workflow', wid)
         || CASE WHEN f.k IS NOT NULL OR f.is_parent
                 THEN '{"dependents": true}'::jsonb ELSE '{}'::jsonb END
+        || CASE WHEN f.k IS NOT NULL AND NOT f.is_parent  -- count_member() when done
+                THEN jsonb_build_object('group', gids[f.k]) ELSE '{}'::jsonb END
         || CASE WHEN f.is_child
                 THEN jsonb_build_object('on_parent_failure', f.policy) ELSE '{}'::jsonb END,
         status = CASE WHEN f.is_child THEN 'waiting'::{{schema}}.job_status ELSE j.status END
