@@ -3,6 +3,7 @@ and the job that joins them, each run recorded in the test's ledger table."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from aiopgq import JobContext, Queue
@@ -46,6 +47,9 @@ async def crash(ctx: JobContext) -> None:
 @queue.task(name="wf.gmember", max_attempts=100)  # SIGKILLs cost attempts
 async def group_member(ctx: JobContext, n: int) -> int:
     await _record(ctx, "wf.gmember", n)
+    # 10,000 x 50 ms over 60 slots: ~8 s of members, so the kills land while they run
+    # however fast the machine and the counting are.
+    await asyncio.sleep(0.05)
     return n
 
 

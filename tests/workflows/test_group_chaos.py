@@ -75,7 +75,7 @@ async def test_a_10000_member_group_releases_its_callback_once_under_sigkills(
                 break
             left = summary.groups[0].remaining
             if left > 500:  # kill while members run; the callback runs undisturbed
-                await asyncio.sleep(rng.uniform(0.5, 2.0))
+                await asyncio.sleep(rng.uniform(0.3, 1.0))
                 victim = rng.randrange(len(workers))
                 workers[victim].send_signal(signal.SIGKILL)
                 workers[victim].wait(10)
