@@ -488,7 +488,8 @@ async def test_a_dependent_still_sees_the_results_of_a_pruned_parent(queue: Queu
         await eventually(pruned)
         assert await status_of(queue, child) is JobStatus.PENDING
         await queue.resume("later")
-        await ended(queue, child)
+        # Not ended(child): with retention 0 the child too may be pruned before it is read.
+        await eventually(lambda: bool(seen))
     assert seen == [{parent.id: "kept"}]
 
 
