@@ -208,6 +208,8 @@ async def test_a_worker_finding_one_job_at_a_time_leaves_producers_notifying(
     @queue.task(name="trickle")
     async def trickle(n: int) -> None:
         started.append(time.monotonic())
+        if n >= 10:  # the busy batch: running, so the worker stays awake until they end
+            await asyncio.sleep(1.0)  # (no-op jobs ended within the 2 ms between looks)
 
     # Rechecks 30 s apart: a job that skipped its NOTIFY would wait for one.
     worker = queue.worker(poll_interval=30, recheck_interval=30)
