@@ -80,7 +80,7 @@ async def test_enqueue_claim_complete_heartbeat_and_maintenance_through_pgbounce
         single = await quick.enqueue(0)
         many = await quick.enqueue_many([{"n": i} for i in range(1, 200)])
         copied = await queue.copy_many("quick", ({"n": i} for i in range(200, 300)))
-        slow = await long.enqueue(4.0)
+        slow = await long.enqueue(9.0)
         retried = await flaky.enqueue(7)
         # A job whose worker died: running, its heartbeat long gone.
         orphan = await quick.enqueue(999)
@@ -93,9 +93,10 @@ async def test_enqueue_claim_complete_heartbeat_and_maintenance_through_pgbounce
             concurrency=50,
             listen_dsn=dsn,
             heartbeat_interval=0.2,
-            # 2 s, not 1: through 4 server connections on a loaded CI host a beat once
-            # waited over 1 s, and the lease fence (rightly) stopped the long job.
-            visibility_timeout=2.0,
+            # 4 s: through 4 server connections on a loaded CI host a beat once waited
+            # 1.8 s (the tests in 3 processes), and the lease fence (rightly) stopped the
+            # long job; the job (9 s) still outlives the lease twice.
+            visibility_timeout=4.0,
             maintenance_interval=0.2,
         )
         async with worker:
