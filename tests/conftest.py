@@ -169,6 +169,22 @@ async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 @pytest.fixture
+async def roles(queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
+    """A producer role (grant_producer) and a worker role (grant_worker) of the queue's
+    schema, both LOGIN, dropped afterwards: (producer, worker)."""
+    suffix = uuid.uuid4().hex[:8]
+    producer, worker = f"aiopgq_producer_{suffix}", f"aiopgq_worker_{suffix}"
+    for role in (producer, worker):
+        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
+    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
+    yield producer, worker
+    for role in (producer, worker):
+        await conn.execute(f'DROP OWNED BY "{role}"')
+        await conn.execute(f'DROP ROLE "{role}"')
+
+
+@pytest.fixture
 async def ledger(queue: Queue, conn: asyncpg.Connection) -> str:
     """A table where test handlers record each execution (see tests/support/app.py)."""
     table = f'"{queue.schema}".ledger'

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -14,20 +13,6 @@ from aiopgq._db.dsn import redact
 
 from ..support.helpers import eventually
 from ..support.legacy_schema import install_up_to
-
-
-@pytest.fixture
-async def roles(queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:8]
-    producer, worker = f"aiopgq_producer_{suffix}", f"aiopgq_worker_{suffix}"
-    for role in (producer, worker):
-        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
-    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
-    yield producer, worker
-    for role in (producer, worker):
-        await conn.execute(f'DROP OWNED BY "{role}"')
-        await conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_producer_and_worker_roles_work_with_least_privilege(

@@ -3,27 +3,10 @@ waits; a producer role (grant_producer) emits events but reads none of them."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from aiopgq import JobContext, Queue
-
-
-@pytest.fixture
-async def roles(queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:8]
-    producer, worker = f"aiopgq_producer_{suffix}", f"aiopgq_worker_{suffix}"
-    for role in (producer, worker):
-        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
-    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
-    yield producer, worker
-    for role in (producer, worker):
-        await conn.execute(f'DROP OWNED BY "{role}"')
-        await conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_steps_and_events_with_least_privilege(

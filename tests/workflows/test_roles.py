@@ -3,27 +3,9 @@ parents, and a worker role (grant_worker) releases and cancels them."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import asyncpg
-import pytest
 
 from aiopgq import JobContext, JobStatus, Queue
-
-
-@pytest.fixture
-async def roles(dsn: str, queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:8]
-    producer, worker = f"wf_producer_{suffix}", f"wf_worker_{suffix}"
-    for role in (producer, worker):
-        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
-    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
-    yield producer, worker
-    for role in (producer, worker):
-        await conn.execute(f'DROP OWNED BY "{role}"')
-        await conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_a_producer_and_a_worker_role_run_a_graph(

@@ -4,27 +4,10 @@ them; the producer cannot use sequences to touch jobs it did not enqueue."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from aiopgq import JobStatus, Queue
-
-
-@pytest.fixture
-async def roles(dsn: str, queue: Queue, conn: asyncpg.Connection) -> AsyncIterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:8]
-    producer, worker = f"seq_producer_{suffix}", f"seq_worker_{suffix}"
-    for role in (producer, worker):
-        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    await conn.execute(f'SELECT "{queue.schema}".grant_producer($1)', producer)
-    await conn.execute(f'SELECT "{queue.schema}".grant_worker($1)', worker)
-    yield producer, worker
-    for role in (producer, worker):
-        await conn.execute(f'DROP OWNED BY "{role}"')
-        await conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_a_producer_and_a_worker_role_run_a_sequence_that_a_failure_holds(
