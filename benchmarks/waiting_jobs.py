@@ -3,8 +3,9 @@
 `python -m benchmarks.waiting_jobs [--jobs 10000] [--dsn DSN]` installs a fresh schema,
 then times the worker's claim (the one-queue dequeue, LIMIT 100, rolled back) on a queue
 with nothing runnable, 300 times each, with: no other jobs; N jobs waiting for events
-(status 'waiting' and a job_waits row: off jobs_pending_idx); N sleeping jobs (pending,
-run_at tomorrow: as retries and snoozes wait). It prints the median and p90 per claim and
+(status 'waiting' and a job_waits row: off jobs_pending_idx); N jobs that ctx.sleep a day
+(through a worker: waiting, with timers); N pending jobs with run_at tomorrow (as retries
+and snoozes wait, and keyed sleepers). It prints the median and p90 per claim and
 the shared buffers one claim touches, then the median time of an emit_event that wakes
 one of the N waiters (its own commit included). Results: benchmarks/results/waiting_jobs.json.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from aiopgq import Queue
+from aiopgq import JobContext, Queue
 
 from .calls import database
 
@@ -92,12 +93,28 @@ async def measure(dsn: str, jobs: int) -> dict[str, Any]:
             assert woken == 1
         emit_ms = round(statistics.median(emits[1:]) * 1000, 3)
         await conn.execute(f"DELETE FROM {table}")
+
+        # N jobs that ctx.sleep a day, through a worker: they wait with timers (0028).
+        @queue.task(name="bench.sleep")
+        async def sleeper(ctx: JobContext) -> None:
+            await ctx.sleep(86400)
+
+        async with queue:
+            await queue.enqueue_many("bench.sleep", [{}] * jobs)
+            await queue.worker(concurrency=100).run(burst=True)
+        statuses = dict(await conn.fetch(f"SELECT status::text, count(*) FROM {table} GROUP BY 1"))
+        assert statuses == {"waiting": jobs}, statuses
+        await conn.execute(f"VACUUM ANALYZE {table}")
+        cases.append(await _case(conn, statement, f"{jobs} sleeping a day (ctx.sleep)"))
+        # What a far sleeper costs when it is a pending row instead (a retry or a snooze
+        # a day ahead, and a keyed sleeper: only pending and running jobs hold keys).
+        await conn.execute(f"DELETE FROM {table}")
         await conn.execute(
             f"INSERT INTO {table} (task, run_at) SELECT 's', now() + interval '1 day' "
             f"FROM generate_series(1, {jobs})"
         )
         await conn.execute(f"VACUUM ANALYZE {table}")
-        cases.append(await _case(conn, statement, f"{jobs} sleeping (pending, run_at tomorrow)"))
+        cases.append(await _case(conn, statement, f"{jobs} pending, run_at tomorrow"))
     finally:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()

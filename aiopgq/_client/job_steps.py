@@ -37,7 +37,7 @@ async def read_steps(core: Core, job_id: int) -> JobSteps:
     last = steps[-1] if steps else None
     if (
         wait["event"] is None
-        and wait["status"] == "pending"
+        and wait["status"] in ("pending", "waiting")  # a far wake time waits (job_timers)
         and last is not None
         and last.kind == "sleep"
         and wait["run_at"] > time.time()

@@ -24,6 +24,11 @@ logger = logging.getLogger("aiopgq.maintenance")
 _BATCH = 1000
 # How long an emitted event is kept for the jobs that wait for it later (events.sql).
 EVENT_RETENTION = 30 * 86400.0
+# Suspended jobs due within this many seconds are made pending at their wake time
+# (sql/maintain/promote_timers.sql); a suspension nearer than that stays pending itself
+# (sql/complete/sleep_job.sql: the same 60 seconds). A leader whose interval is longer
+# looks twice its interval ahead, so no pass steps over a wake time.
+TIMER_AHEAD = 60.0
 
 
 def _leader_key(schema: str) -> int:
@@ -45,10 +50,15 @@ async def run_maintenance(
     rows are kept; a status not in it is kept forever.
     """
     backoff = Backoff(logger, "maintenance pass", interval=interval, outage=outage)
+    ahead = max(TIMER_AHEAD, 2 * interval)
     while True:
         try:
             await maintain_once(
-                pool, sql, visibility_timeout=visibility_timeout, retention=retention
+                pool,
+                sql,
+                visibility_timeout=visibility_timeout,
+                retention=retention,
+                timers_ahead=ahead,
             )
         except Exception as exc:
             backoff.failed(exc)  # the interval is the delay
@@ -63,18 +73,24 @@ async def maintain_once(
     *,
     visibility_timeout: float,
     retention: Mapping[str, float],
+    timers_ahead: float = TIMER_AHEAD,
 ) -> tuple[int, int]:
-    """One pass; returns (jobs rescued, rows pruned). Each batch is its own short transaction."""
+    """One pass; returns (jobs rescued, rows pruned). Each batch is its own short
+    transaction. `timers_ahead`: how far ahead suspended jobs are made pending."""
 
     async def one_pass(conn: Connection) -> tuple[int, int]:
-        return await _pass(conn, sql, visibility_timeout, retention)
+        return await _pass(conn, sql, visibility_timeout, retention, timers_ahead)
 
     # A pass is safe to run again from its start (run_pooled may, on a dead connection).
     return await run_pooled(pool, one_pass)
 
 
 async def _pass(
-    conn: Connection, sql: Statements, visibility_timeout: float, retention: Mapping[str, float]
+    conn: Connection,
+    sql: Statements,
+    visibility_timeout: float,
+    retention: Mapping[str, float],
+    timers_ahead: float,
 ) -> tuple[int, int]:
     rescued = pruned = 0
     while True:
@@ -87,7 +103,7 @@ async def _pass(
         if len(rows) < _BATCH:
             break
     await _expire_workers(conn, sql)
-    await _prune_events(conn, sql)
+    await _events_and_timers(conn, sql, timers_ahead)
     await _refresh_statistics(conn, sql)
     for status, seconds in retention.items():
         count = await _prune(conn, sql, status, seconds)
@@ -188,11 +204,21 @@ async def _expire_workers(conn: Connection, sql: Statements) -> None:
         )
 
 
-async def _prune_events(conn: Connection, sql: Statements) -> None:
-    """Delete the emitted events older than their retention, one batch a pass."""
-    async with _leading(conn, sql) as leader:
-        if leader:
-            await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
+async def _events_and_timers(conn: Connection, sql: Statements, ahead: float) -> None:
+    """Delete the emitted events older than their retention, one batch a pass, and make
+    the suspended jobs due within `ahead` seconds pending, in batches: one transaction
+    for the first of each (a pass's commits count: benchmarks/calls.py)."""
+    prune = True
+    while True:
+        async with _leading(conn, sql) as leader:
+            if not leader:
+                return
+            if prune:
+                await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
+                prune = False
+            deleted = await conn.fetchval(sql.promote_timers, ahead, _BATCH, column=1)
+        if deleted < _BATCH:  # every timer due was done with: there may be more
+            return
 
 
 async def _refresh_statistics(conn: Connection, sql: Statements) -> None:

@@ -46,7 +46,10 @@ BEGIN
             FROM {{schema}}.job_waits w
             WHERE w.event = emit_event.name AND j.id = w.job_id
               AND j.status IN ('waiting', 'pending')
-            RETURNING j.queue
+            RETURNING j.id, j.queue
+        ), untimed AS (
+            -- the timer of a far timeout (job_timers, sleep_job.sql): not needed now
+            DELETE FROM {{schema}}.job_timers t USING woke WHERE t.job_id = woke.id
         )
         SELECT woke.queue, count(*) AS n FROM woke GROUP BY woke.queue
     LOOP

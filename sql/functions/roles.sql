@@ -77,8 +77,8 @@ BEGIN
     EXECUTE format('GRANT SELECT, DELETE ON %I.sequences TO %I', '{{schema_name}}', role_name);
     -- Durable steps and events (migrations/0027_durable_steps.sql).
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.job_steps, %I.job_waits, '
-                   '%I.events TO %I', '{{schema_name}}', '{{schema_name}}', '{{schema_name}}',
-                   role_name);
+                   '%I.events, %I.job_timers TO %I', '{{schema_name}}', '{{schema_name}}',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb), %I.wait_event(bigint, '
                    'integer, text, integer, text, timestamptz, timestamptz) TO %I',
                    '{{schema_name}}', '{{schema_name}}', role_name);

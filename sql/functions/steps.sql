@@ -15,8 +15,9 @@
 -- wait_event(): one call either returns the event (kept or emitted since) and records it
 -- as the step at `position`, records a timeout whose time has come, or suspends the job:
 -- its lease ends (attempt not counted: a wait is not a failure), and it waits in status
--- 'waiting' (off the claim's index: a waiting job costs the claim nothing) or, with a
--- timeout, pending at its deadline. A job with an idempotency key waits pending, at run_at
+-- 'waiting' (off the claim's index: a waiting job costs the claim nothing), with a timer
+-- (job_timers, as a sleep: sleep_job.sql) when it has a timeout more than 60 seconds
+-- ahead, or pending at a nearer deadline. A job with an idempotency key waits pending, at run_at
 -- 'infinity' without a timeout: the key's holder must be pending or running
 -- (jobs_idempotency_key_idx, enqueue_unique()), so the key keeps deduplicating while the
 -- job waits; such a waiter costs the claim's index walk what a sleeping job costs
@@ -37,6 +38,7 @@ DECLARE
     emitted pg_catalog.jsonb;
     found_event pg_catalog.bool;
     deadline pg_catalog.timestamptz;
+    timed pg_catalog.bool;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('{{schema_name}}:event'), hashtext(event));
     SELECT j.id INTO held
@@ -81,14 +83,25 @@ BEGIN
         RETURN;
     END IF;
     UPDATE {{schema}}.jobs j
-    SET status = CASE WHEN deadline IS NULL AND j.idempotency_key IS NULL THEN 'waiting'
+    SET status = CASE WHEN j.idempotency_key IS NOT NULL THEN 'pending'
+                      WHEN deadline IS NULL THEN 'waiting'
+                      WHEN deadline > now() + interval '60 seconds' THEN 'waiting'
                       ELSE 'pending' END::{{schema}}.job_status,
         run_at = CASE WHEN deadline IS NOT NULL THEN deadline
                       WHEN j.idempotency_key IS NOT NULL THEN 'infinity'
                       ELSE j.run_at END,
         attempts = j.attempts - 1,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
-    WHERE j.id = job;
+    WHERE j.id = job
+    RETURNING j.status = 'waiting' AND deadline IS NOT NULL INTO timed;
+    -- A far deadline waits as a sleep does: its timer (sleep_job.sql says why written or
+    -- deleted at every suspension).
+    IF timed THEN
+        INSERT INTO {{schema}}.job_timers AS t (job_id, due_at) VALUES (job, deadline)
+        ON CONFLICT ON CONSTRAINT job_timers_pkey DO UPDATE SET due_at = EXCLUDED.due_at;
+    ELSE
+        DELETE FROM {{schema}}.job_timers t WHERE t.job_id = job;
+    END IF;
     RETURN QUERY SELECT 'waiting'::pg_catalog.text, NULL::pg_catalog.text;
 END
 $function$;

@@ -157,9 +157,10 @@ async def test_a_version_22_schema_loses_the_claim_signatures_without_declared_l
         f"DELETE FROM {quoted}.schema_version WHERE version > 22; "
         f"INSERT INTO {quoted}.schema_version (version) VALUES (22) ON CONFLICT DO NOTHING"
     )
-    # What migrations 24 to 27 made goes, so that they run again (24's enum label stays:
+    # What migrations 24 to 28 made goes, so that they run again (24's enum label stays:
     # ADD VALUE IF NOT EXISTS passes it).
     await conn.execute(
+        f"DROP TABLE {quoted}.job_timers; "
         f"DROP TABLE {quoted}.job_steps, {quoted}.job_waits, {quoted}.events; "
         f"DROP FUNCTION {quoted}.emit_event(text, jsonb); "
         f"DROP FUNCTION {quoted}.wait_event(bigint, integer, text, integer, text, timestamptz, "

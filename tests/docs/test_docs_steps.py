@@ -13,7 +13,7 @@ def test_durable_steps_example_runs_as_pasted(newcomer: Newcomer) -> None:
     for block in found:
         newcomer.paste(block)
     printed = newcomer.output("python steps_demo.py").splitlines()
-    assert printed[:3] == ["files.import done", "users.remind pending", "shop.order pending"]
+    assert printed[:3] == ["files.import done", "users.remind pending", "shop.order waiting"]
     assert printed[3].startswith("event payment:42 (until ")
     assert printed[4:8] == [
         "woke 1",

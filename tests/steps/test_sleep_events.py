@@ -79,7 +79,8 @@ async def test_a_sleeping_job_holds_no_slot(queue: Queue) -> None:
     await queue.worker(concurrency=1).run(burst=True)
     assert order == ["sleeper", "other"]
     asleep = await queue.get_job(sleeper.id)
-    assert asleep.status is JobStatus.PENDING
+    # An hour ahead: waiting (off the claim's index) with a timer, at its wake time.
+    assert asleep.status is JobStatus.WAITING
     assert asleep.run_at > datetime.now(timezone.utc) + timedelta(minutes=59)
 
 
