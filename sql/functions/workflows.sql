@@ -17,9 +17,11 @@
 -- `dependents`. There are two ways in:
 -- - A member done (the hot path): count_member(), once per such row, only appends the
 --   member's id to the transaction's pending counts, with no statement on any table but
---   the transaction's first mark. Its outcome, its result and its group's change are
---   written at commit, for every member the transaction finished, by one statement
---   (count_groups()).
+--   the transaction's first mark. At commit, one read (count_groups()) counts the named
+--   members that the transaction leaves done, per group. Nothing is written for the
+--   member itself: its workflow_jobs outcome stays NULL (no later path changes a done
+--   job), and its result is read where it is (its jobs row, the archive's, or, once
+--   pruned, workflow_jobs', where prune.sql keeps it: sql/read/parent_results.sql).
 -- - Every other change (a member failed, cancelled, rescued or retried, or done by a
 --   job enqueued before members carried `group`): settle_dependents() or
 --   revive_dependents() call settle_groups(), which writes the member's outcome in its
@@ -28,33 +30,32 @@
 -- The pending counts are a transaction-local setting (count_setting()); the
 -- transaction's first change also inserts a row in workflow_count_marks, whose
 -- DEFERRABLE INITIALLY DEFERRED trigger runs count_groups() when the transaction
--- commits: it writes the outcomes of the members count_member() named, sums the changes
--- per group and applies each group's sum with ONE update of the group's row
--- (`remaining`: members not done, `failed`: members that ended failed or cancelled),
--- however many members the transaction ended. So a completion batch is one statement
--- for its members' rows and one counter update per group, taken at commit: the group's
--- row is locked only from then until the commit, and completions on other workers queue
--- on it that long, not for their whole statement.
+-- commits: it counts the members count_member() named, sums the changes per group and
+-- applies each group's sum with ONE update of the group's row (`remaining`: members not
+-- done, `failed`: members that ended failed or cancelled), however many members the
+-- transaction ended. So a completion batch is one read for its members and one counter
+-- update per group, taken at commit: the group's row is locked only from then until
+-- the commit, and completions on other workers queue on it that long, not for their
+-- whole statement.
 -- A group is `done` when remaining = 0 and failed = 0, `failed` when failed > 0, open
 -- otherwise; when that state changes, its edge is settled (settle_dependents(-id): the
 -- children decided as for a job parent, policies and cascade included) or reopened
 -- (revive_dependents(-id): the children its failure cancelled come back).
 --
 -- Why no decrement is lost or doubled:
--- - A member's own change is counted once: each write of its outcome (settle_groups() at
---   once, count_groups() at commit) compares the outcome it writes with the one its row
---   holds (`IS DISTINCT FROM`) and counts only the difference: a repeated completion (a
---   done job is not completed again anyway: the status guards), a rescue of a job already
---   ended, a second cancel change nothing. No other transaction changes the row
---   meanwhile: every path that ends, cancels or retries a member holds the member's jobs
---   row until its commit, so the outcome read is the latest.
--- - What count_member() defers is written from the member's jobs row as the transaction
---   leaves it (its status if final, else none; its result), not from what was recorded:
---   whatever else the transaction did to the member before or after (a retry, a cancel
---   cascade through settle_groups()), the row ends with the member's final outcome, and
---   the counts sum the differences of one outcome after another, which add up to final
---   minus first. (A member's jobs row no longer there at commit, moved to the archive by
---   the same transaction, counts as done without a result.)
+-- - A member's own change is counted once. Done (the hot path): the done paths end a
+--   job only from `running` under its lease, so one run is done once, and a done job is
+--   never changed again (retry takes failed and cancelled jobs, cancel and rescue
+--   unfinished ones); a running member's outcome is NULL (a failure or cancel recorded
+--   it, and the retry that made it run again cleared it), and only members with a NULL
+--   outcome are counted. Every other change (settle_groups()) compares the outcome it
+--   writes with the one the row holds (`IS DISTINCT FROM`) and counts only the
+--   difference: a rescue of a job already ended, a second cancel change nothing. No
+--   other transaction changes the row meanwhile: every path that ends, cancels or
+--   retries a member holds the member's jobs row until its commit.
+-- - What count_member() defers is counted from the member's jobs row as the transaction
+--   leaves it (done, or moved to the archive by the same transaction), not from what
+--   was named: a member done and then put back in the same transaction is not counted.
 -- - The pending counts live and die with the transaction that made them: a setting set
 --   with is_local and the mark row both roll back with it (a savepoint too), and both
 --   are emptied by the commit-time count. What is counted is exactly what commits.
@@ -65,8 +66,8 @@
 --   transaction's delta are exactly the state before it: the transaction that moves
 --   remaining to 0 is one, and only it settles the group's edge, in its own commit.
 -- - A retry of a member (retry_jobs.sql -> revive_dependents) clears its outcome the same
---   way: a done member counts as remaining again, a failed one leaves `failed`; when
---   failed reaches 0 the group's edge reopens and its cancelled dependents come back.
+--   way: a failed or cancelled member leaves `failed`; when failed reaches 0 the group's
+--   edge reopens and its cancelled dependents come back.
 -- - A crash before the commit loses nothing: the member's end, its count and the release
 --   of the group's dependents commit together or not at all.
 -- - Enqueue: create_workflow() writes every row of the graph in the enqueue's
@@ -201,9 +202,9 @@ CREATE OR REPLACE FUNCTION {{schema}}.count_setting()
  IMMUTABLE
 AS $function$ SELECT 'aiopgq.group_counts_' || md5('{{schema_name}}') $function$;
 
--- At commit (the mark's deferred trigger): the outcomes of the members count_member()
--- named, written in one statement from their jobs rows; this transaction's pending
--- counts and theirs, summed per group and added to each group's row in id order (locked
+-- At commit (the mark's deferred trigger): the members count_member() named that are
+-- done, counted per group by one read; this transaction's pending counts and theirs,
+-- summed per group and added to each group's row in id order (locked
 -- from then until the commit: a short hold), then the edge of each group whose state
 -- changed is settled or reopened.
 -- Its joins are index lookups by primary key from a batch of ids: the planner would
@@ -229,44 +230,32 @@ BEGIN
     PERFORM set_config({{schema}}.count_setting(), '', true);
     DELETE FROM {{schema}}.workflow_count_marks m WHERE m.txid = NEW.txid;
     members := ARRAY(SELECT DISTINCT e::pg_catalog.int8
-                     FROM regexp_split_to_table(pending, ';') AS e WHERE e ~ '^[0-9]+$');
+                     FROM unnest(string_to_array(pending, ';')) AS e
+                     WHERE e <> '' AND strpos(e, ',') = 0);
     IF cardinality(members) > 0 THEN
-        -- One statement for them all, planned for its array (EXECUTE: index lookups).
-        EXECUTE $sql$
-        WITH final AS (
-            SELECT n.id,
-                   CASE WHEN j.id IS NULL THEN 'done'::{{schema}}.job_status
-                        WHEN j.status IN ('done', 'failed', 'cancelled') THEN j.status END
-                       AS outcome,
-                   j.result
-            FROM unnest($1) AS n(id)
-            LEFT JOIN {{schema}}.jobs j ON j.id = n.id
-        ), changed AS (
-            UPDATE {{schema}}.workflow_jobs w
-            SET outcome = f.outcome,
-                result = CASE WHEN f.outcome = 'done' THEN f.result END
-            FROM final f, {{schema}}.workflow_jobs o
-            WHERE w.job_id = f.id AND o.job_id = w.job_id AND w.group_id IS NOT NULL
-              AND w.outcome IS DISTINCT FROM f.outcome
-            RETURNING w.group_id, o.outcome::text AS was, f.outcome::text AS now
-        )
-        SELECT string_agg(c.group_id || ',' || c.d_remaining || ',' || c.d_failed, ';')
-        FROM (SELECT group_id,
-                     sum((was IS NOT DISTINCT FROM 'done')::int
-                         - (now IS NOT DISTINCT FROM 'done')::int) AS d_remaining,
-                     sum(coalesce(now IN ('failed', 'cancelled'), false)::int
-                         - coalesce(was IN ('failed', 'cancelled'), false)::int) AS d_failed
-              FROM changed
-              GROUP BY group_id) AS c
-        $sql$ INTO deferred USING members;
+        -- The members named, done as this transaction leaves them (a row moved to the
+        -- archive meanwhile counts as done), counted per group. Reads only: a member's
+        -- workflow_jobs row is not written (its result stays in its jobs row, and then in
+        -- the archive's or, when pruned, in workflow_jobs': prune.sql), which halved
+        -- what a member's completion costs the server (benchmarks/workflows.py). Its
+        -- cached generic plan is index lookups (unnest() estimated at 10 rows).
+        SELECT string_agg(c.group_id || ',' || -c.n || ',0', ';')
+        INTO deferred
+        FROM (SELECT w.group_id, count(*) AS n
+              FROM unnest(members) AS m(id)
+              JOIN {{schema}}.workflow_jobs w ON w.job_id = m.id
+              LEFT JOIN {{schema}}.jobs j ON j.id = m.id
+              WHERE w.group_id IS NOT NULL AND w.outcome IS NULL
+                AND (j.id IS NULL OR j.status = 'done')
+              GROUP BY w.group_id) AS c;
         pending := pending || ';' || coalesce(deferred, '');
     END IF;
     FOR d IN
         SELECT split_part(e, ',', 1)::pg_catalog.int8 AS id,
                sum(split_part(e, ',', 2)::pg_catalog.int4) AS d_remaining,
                sum(split_part(e, ',', 3)::pg_catalog.int4) AS d_failed
-        FROM regexp_split_to_table(pending, ';') AS e
-        WHERE e LIKE '%,%'
+        FROM unnest(string_to_array(pending, ';')) AS e
+        WHERE strpos(e, ',') > 0
         GROUP BY 1
         ORDER BY 1
     LOOP

@@ -8,7 +8,8 @@
 -- do their edges to their parents (job_dependencies, kept by child), their durable
 -- steps and waits (job_steps, job_waits: migrations/0027_durable_steps.sql) and the rows
 -- of the sequences they ended (an enqueue that holds such a row has repointed it when
--- the DELETE re-reads it). A failed job of a sequence that holds a waiting job stays
+-- the DELETE re-reads it); a done member of a workflow group leaves its result in
+-- workflow_jobs. A failed job of a sequence that holds a waiting job stays
 -- until it is retried or cancelled, and so does a cancelled job a sequence names as its
 -- newest (sql/functions/sequences.sql).
 WITH gone AS (
@@ -36,7 +37,16 @@ WITH gone AS (
         LIMIT $3
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING id, idempotency_key
+    RETURNING id, idempotency_key,
+        CASE WHEN metadata ? 'group' AND status = 'done' THEN result END AS member_result,
+        metadata ? 'group' AND status = 'done' AS done_member
+), results_kept AS (
+    -- A workflow group's member done by the hot path has its result only in its jobs
+    -- row: kept for its group's dependents (sql/read/parent_results.sql).
+    UPDATE {{schema}}.workflow_jobs m
+    SET outcome = 'done', result = g.member_result
+    FROM gone g
+    WHERE g.done_member AND m.job_id = g.id AND m.outcome IS NULL
 ), keys_gone AS (
     DELETE FROM {{schema}}.job_keys
     WHERE key IN (

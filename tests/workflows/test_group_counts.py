@@ -12,6 +12,8 @@ import asyncpg
 
 from aiopgq import JobContext, JobStatus, Queue, Worker
 
+from ..support.helpers import eventually
+
 
 @contextlib.asynccontextmanager
 async def running(queue: Queue, **options: Any) -> AsyncIterator[Worker]:
@@ -99,12 +101,48 @@ async def test_members_are_counted_from_what_their_transaction_leaves(
         "done",
     )
     assert await status_of(conn, schema, callback) == "pending"
-    results = await conn.fetch(
-        f'SELECT job_id, outcome::text, result::text FROM "{schema}".workflow_jobs '
-        "WHERE job_id = ANY($1) ORDER BY job_id",
-        members,
-    )
-    assert [(r["outcome"], r["result"]) for r in results] == [("done", '"ok"')] * 3
+
+    @queue.task(name="wf.callback")
+    async def results(ctx: JobContext) -> dict[str, Any]:
+        return {str(k): v for k, v in (await ctx.parent_results()).items()}
+
+    await queue.worker(queues=["default"]).run(burst=True)
+    assert (await queue.get_job(callback)).result == {str(m): "ok" for m in members}
+
+
+async def test_a_group_keeps_its_members_results_when_retention_deletes_them(
+    queue: Queue,
+) -> None:
+    """A member done by the hot path has its result in its jobs row only; retention that
+    deletes the row keeps the result for the group's dependents."""
+
+    @queue.task(name="wf.kept.member", queue="members")
+    async def member(n: int) -> int:
+        return n * 10
+
+    @queue.task(name="wf.kept.callback", queue="callbacks")
+    async def callback(ctx: JobContext) -> dict[str, Any]:
+        return {str(k): v for k, v in (await ctx.parent_results()).items()}
+
+    wf = queue.workflow("kept")
+    group = wf.add_many(member, [{"n": n} for n in range(3)])
+    wf.add(callback, depends_on=[group])
+    wid = await wf.enqueue()
+    await queue.worker(queues=["members"], retention=0).run(burst=True)
+    members = sorted(j.id for j in (await queue.get_workflow(wid)).jobs if j.group is not None)
+    # A maintenance pass of a worker that keeps done rows 0 s: the members' rows go.
+    async with running(queue, queues=["nothing"], retention=0, maintenance_interval=0.05):
+
+        async def pruned() -> bool:
+            jobs = (await queue.get_workflow(wid)).jobs
+            return all(j.status is None for j in jobs if j.group is not None)
+
+        await eventually(pruned, within=20)
+    await queue.worker(queues=["callbacks"]).run(burst=True)
+    done = await queue.get_workflow(wid)
+    (ran,) = [j for j in done.jobs if j.group is None]
+    assert ran.status is JobStatus.DONE
+    assert (await queue.result(ran.id)) == {str(m): n * 10 for n, m in enumerate(members)}
 
 
 async def test_a_member_that_a_later_job_depends_on_releases_it_and_counts(
