@@ -10,12 +10,9 @@ import pytest
 
 from aiopgq import JobNotFound, JobStatus, Queue, Retry
 
-from ..security.test_roles import roles
 from ..support.cli import run_cli
 from ..support.helpers import eventually
 from .test_retention import prune_once
-
-__all__ = ["roles"]  # a fixture of test_security: a producer and a worker role
 
 
 async def finish_some(queue: Queue, conn: asyncpg.Connection) -> dict[str, int]:
