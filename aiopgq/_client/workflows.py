@@ -22,7 +22,7 @@ from .._db.migrations import missing_schema_as_error
 from .._errors import WorkflowNotFound
 from .._models import Job, JobStatus
 from .core import Core
-from .inserts import insert_batch
+from .inserts import batch_jobs
 from .prepare import prepare_many
 from .workflow_builder import NodeSpec, WorkflowBuilder
 
@@ -157,7 +157,8 @@ class Workflows:
         return WorkflowBuilder(self, name)
 
     async def enqueue(self, name: str, specs: list[NodeSpec], connection: Connection | None) -> int:
-        """The specs (parents first) as jobs, then their graph, in one transaction."""
+        """The specs (parents first) as jobs with their graph: one statement, each job
+        written once (enqueue_workflow(), sql/functions/workflows.sql)."""
         core = self._core
         batches = []
         for spec in specs:
@@ -169,53 +170,44 @@ class Workflows:
             )
             batches.append(batch)
         position = {spec.node._index: n for n, spec in enumerate(specs)}
-        group_of = {
-            spec.node._index: k
-            for k, spec in enumerate((s for s in specs if s.node.is_group), start=1)
-        }
-        groups = [s.node.label for s in specs if s.node.is_group]
+        children: list[int] = []
+        parents: list[int] = []
+        for n, spec in enumerate(specs):
+            for parent in dict.fromkeys(spec.parents):
+                children.append(n)
+                parents.append(position[parent._index])
+        args = (
+            name,
+            [b.task for b in batches],
+            "[" + ",".join(b.as_array() for b in batches) + "]",
+            [b.options.queue for b in batches],
+            [b.options.priority for b in batches],
+            [b.options.run_at for b in batches],
+            [b.options.max_attempts for b in batches],
+            [b.options.concurrency_key for b in batches],
+            [spec.options.get("on_parent_failure", "cancel") for spec in specs],
+            [spec.node.label if spec.node.is_group else None for spec in specs],
+            children,
+            parents,
+        )
 
-        async def op(conn: Connection) -> tuple[int, list[Job]]:
-            async with conn.transaction():
-                made = [await insert_batch(conn, core.sql, b) for b in batches]
-                jobs: list[int] = []
-                nodes: list[int] = []
-                member_of: list[int | None] = []
-                policies: list[str] = []
-                children: list[int] = []
-                parents: list[int] = []
-                for n, (spec, batch_jobs) in enumerate(zip(specs, made, strict=True)):
-                    k = group_of.get(spec.node._index)
-                    policy = spec.options.get("on_parent_failure", "cancel")
-                    edges = [
-                        -group_of[p._index] if p.is_group else made[position[p._index]][0].id
-                        for p in dict.fromkeys(spec.parents)
-                    ]
-                    for job in batch_jobs:
-                        jobs.append(job.id)
-                        nodes.append(n)
-                        member_of.append(k)
-                        policies.append(policy)
-                        children.extend([job.id] * len(edges))
-                        parents.extend(edges)
-                wid = await conn.fetchval(
-                    core.sql.create_workflow,
-                    name,
-                    jobs,
-                    nodes,
-                    member_of,
-                    policies,
-                    groups,
-                    children,
-                    parents,
-                )
-            return int(wid), [job for batch_jobs in made for job in batch_jobs]
+        async def op(conn: Connection) -> asyncpg.Record:
+            row: asyncpg.Record | None = await conn.fetchrow(core.sql.enqueue_workflow, *args)
+            assert row is not None
+            return row
 
         with missing_schema_as_error(core.schema):
-            wid, jobs = await core.run(connection, op)
+            row = await core.run(connection, op)
         if self._hooks.enqueue_hooks:
+            ids, start = row["ids"], 0
+            jobs: list[Job] = []
+            for spec, batch in zip(specs, batches, strict=True):
+                status = JobStatus.WAITING if spec.parents else JobStatus.PENDING
+                mine = ids[start : start + len(batch.payloads)]
+                jobs.extend(batch_jobs(batch, mine, row["created_at"], status=status))
+                start += len(batch.payloads)
             await self._hooks.enqueued(jobs)
-        return wid
+        return int(row["workflow_id"])
 
     async def get(self, workflow_id: int) -> Workflow:
         core = self._core

@@ -37,8 +37,10 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.emit_event(text, jsonb) TO %I',
                    '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
-                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
-                   '{{schema_name}}', role_name);
+                   'integer[], text[], text[], bigint[], bigint[]), %I.enqueue_workflow(text, '
+                   'text[], jsonb, text[], integer[], timestamp with time zone[], integer[], '
+                   'text[], text[], text[], integer[], integer[]) TO %I',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_producer(name) FROM PUBLIC;
@@ -87,8 +89,10 @@ BEGIN
                    '%I.workflow_jobs, %I.workflow_count_marks TO %I', '{{schema_name}}',
                    '{{schema_name}}', '{{schema_name}}', '{{schema_name}}', role_name);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.create_workflow(text, bigint[], integer[], '
-                   'integer[], text[], text[], bigint[], bigint[]) TO %I',
-                   '{{schema_name}}', role_name);
+                   'integer[], text[], text[], bigint[], bigint[]), %I.enqueue_workflow(text, '
+                   'text[], jsonb, text[], integer[], timestamp with time zone[], integer[], '
+                   'text[], text[], text[], integer[], integer[]) TO %I',
+                   '{{schema_name}}', '{{schema_name}}', role_name);
 END
 $$;
 REVOKE ALL ON FUNCTION {{schema}}.grant_worker(name) FROM PUBLIC;

@@ -70,16 +70,16 @@
 --   edge reopens and its cancelled dependents come back.
 -- - A crash before the commit loses nothing: the member's end, its count and the release
 --   of the group's dependents commit together or not at all.
--- - Enqueue: create_workflow() writes every row of the graph in the enqueue's
---   transaction, before any of its jobs is visible to a worker: nothing can finish
---   before its edges and counters exist.
+-- - Enqueue: enqueue_workflow() writes every row of the graph in one statement (the
+--   jobs with their metadata and status), before any of its jobs is visible to a
+--   worker: nothing can finish before its edges and counters exist.
 -- count_groups() updates the groups of one transaction in id order. A transaction that
 -- releases a group's dependents may end members of other groups through a cancel
 -- cascade; two such can deadlock, and PostgreSQL aborts one, whose outcomes the worker
 -- writes again (40P01 is transient), as for crossed children in dependencies.sql.
 --
--- Definer: create_workflow() runs as the schema's owner (a producer may not update the
--- jobs it enqueued); search_path ends in pg_temp and its DECLARE names pg_catalog's
+-- Definer: enqueue_workflow() and create_workflow() run as the schema's owner (a
+-- producer may not write the jobs' metadata and status); search_path ends in pg_temp and its DECLARE names pg_catalog's
 -- types (sql/README.md, wake.sql).
 
 -- The members among `parents` moved to `statuses` (done, failed, cancelled; NULL: retried,
@@ -391,3 +391,149 @@ END
 $function$;
 REVOKE ALL ON FUNCTION {{schema}}.create_workflow(text, bigint[], integer[], integer[], text[],
     text[], bigint[], bigint[]) FROM PUBLIC;
+
+-- A whole workflow in one call: its jobs inserted with their graph's metadata and status
+-- already set, then its graph. create_workflow() above takes jobs the caller inserted
+-- and then rewrites each of them (a second version of every row: a group of 10,000
+-- leaves 10,000 dead tuples and their index entries, which its claims then step over);
+-- this writes each job once. create_workflow() stays for clients of older versions.
+-- Per node of the builder, in its topological order: tasks; payloads, ONE JSON array of
+-- one array per node (its jobs' payloads: a single job's one, a group's members');
+-- queues, priorities, run_ats (NULL: now), max_attempts, concurrency_keys, policies
+-- (on_parent_failure) and group_names (NULL for a single job). The edges by node index
+-- from 0 (edge_children[i] depends on edge_parents[i]), each from a lower node to a
+-- higher one, which refuses a cycle. Returns the workflow's id, its jobs' ids (node
+-- order, then payload order) and their created_at.
+-- Ids are drawn from the sequences first, so which id is which job is known without
+-- relying on the order in which an INSERT ... SELECT produces its rows.
+-- Definer: a producer may not write metadata or status, so this checks that the caller
+-- may insert every column it writes on the caller's behalf, and enqueued_by is the
+-- caller (session_user, as every definer function here reads it), not the owner.
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_workflow(name text, tasks text[], payloads jsonb,
+    queues text[], priorities integer[], run_ats timestamp with time zone[],
+    max_attempts integer[], concurrency_keys text[], policies text[], group_names text[],
+    edge_children integer[], edge_parents integer[], OUT workflow_id bigint,
+    OUT ids bigint[], OUT created_at timestamp with time zone)
+ RETURNS record
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    n pg_catalog.int4 := coalesce(cardinality(tasks), 0);
+    sizes pg_catalog.int4[];  -- per node: how many jobs
+    firsts pg_catalog.int4[];  -- per node: where its jobs start in `ids`
+    gids pg_catalog.int8[];  -- per node: its group's id (NULL: a single job)
+    parent_of pg_catalog.bool[];  -- per node: a single job that a later node depends on
+    child_of pg_catalog.bool[];  -- per node: it depends on an earlier node
+    group_seq pg_catalog.regclass;
+    refused pg_catalog.text;
+BEGIN
+    IF n = 0 OR cardinality(queues) IS DISTINCT FROM n OR cardinality(priorities) IS DISTINCT FROM n
+       OR cardinality(run_ats) IS DISTINCT FROM n OR cardinality(enqueue_workflow.max_attempts) IS DISTINCT FROM n
+       OR cardinality(concurrency_keys) IS DISTINCT FROM n OR cardinality(policies) IS DISTINCT FROM n
+       OR cardinality(group_names) IS DISTINCT FROM n
+       OR coalesce(cardinality(edge_children), 0) <> coalesce(cardinality(edge_parents), 0)
+       OR jsonb_typeof(payloads) IS DISTINCT FROM 'array' OR jsonb_array_length(payloads) <> n THEN
+        RAISE EXCEPTION 'enqueue_workflow: no node, or arrays of different lengths'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT string_agg(c, ', ') INTO refused
+    FROM unnest(ARRAY['task', 'payload', 'queue', 'priority', 'run_at', 'max_attempts',
+                      'concurrency_key']) AS c
+    WHERE NOT has_column_privilege(session_user, '{{schema}}.jobs'::pg_catalog.regclass, c, 'INSERT');
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'permission denied for table jobs: enqueue_workflow inserts columns % that role % may not insert', refused, session_user
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'the schema''s owner can grant them: SELECT {{schema_name}}.grant_producer(role)';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(policies) AS p WHERE p IS NULL OR p NOT IN ('cancel', 'run')) THEN
+        RAISE EXCEPTION 'on_parent_failure must be ''cancel'' or ''run'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    sizes := ARRAY(SELECT CASE WHEN jsonb_typeof(payloads -> (k - 1)) = 'array'
+                               THEN jsonb_array_length(payloads -> (k - 1)) END
+                   FROM generate_series(1, n) AS k ORDER BY k);
+    SELECT k - 1 INTO refused
+    FROM generate_series(1, n) AS k
+    WHERE sizes[k] IS NULL OR sizes[k] < 1 OR (group_names[k] IS NULL AND sizes[k] <> 1)
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_workflow: node % needs an array of its payloads (one for a single job, at least one for a group)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT e.c || ' on ' || coalesce(e.p::pg_catalog.text, 'NULL') INTO refused
+    FROM unnest(edge_children, edge_parents) AS e(c, p)
+    WHERE e.c IS NULL OR e.p IS NULL OR e.p < 0 OR e.c >= n OR e.p >= e.c
+    LIMIT 1;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_workflow: edge % (child node on parent node): a parent must be an earlier node of this workflow (nodes in a topological order: no cycle)', refused
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    firsts := ARRAY(SELECT (1 + coalesce(sum(s) OVER (ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING
+                                                                    AND 1 PRECEDING), 0))::pg_catalog.int4
+                    FROM unnest(sizes) WITH ORDINALITY AS x(s, k) ORDER BY k);
+    ids := ARRAY(SELECT nextval('{{schema}}.jobs_id_seq'::pg_catalog.regclass)
+                 FROM generate_series(1, firsts[n] + sizes[n] - 1) ORDER BY 1);
+    group_seq := pg_get_serial_sequence('{{schema}}.workflow_groups', 'id')::pg_catalog.regclass;
+    gids := ARRAY(SELECT CASE WHEN g IS NOT NULL THEN nextval(group_seq) END
+                  FROM unnest(group_names) WITH ORDINALITY AS x(g, k) ORDER BY k);
+    parent_of := ARRAY(SELECT group_names[k] IS NULL AND k - 1 IN (SELECT unnest(edge_parents))
+                       FROM generate_series(1, n) AS k ORDER BY k);
+    child_of := ARRAY(SELECT k - 1 IN (SELECT unnest(edge_children))
+                      FROM generate_series(1, n) AS k ORDER BY k);
+    created_at := now();
+    INSERT INTO {{schema}}.workflows (name) VALUES (enqueue_workflow.name)
+    RETURNING id INTO workflow_id;
+    INSERT INTO {{schema}}.workflow_groups (id, workflow_id, name, size, remaining)
+    OVERRIDING SYSTEM VALUE
+    SELECT gids[x.k], enqueue_workflow.workflow_id, x.g, sizes[x.k], sizes[x.k]
+    FROM unnest(group_names) WITH ORDINALITY AS x(g, k)
+    WHERE x.g IS NOT NULL;
+    -- The wake-up decision once per queue of the jobs that run at once (wake.sql), before
+    -- the rows: the insert trigger then returns at once for the last queue decided.
+    PERFORM {{schema}}.wake_once(q.queue, q.run_at)
+    FROM (SELECT queues[k] AS queue, min(coalesce(run_ats[k], now())) AS run_at
+          FROM generate_series(1, n) AS k
+          WHERE NOT child_of[k]
+          GROUP BY 1) AS q;
+    INSERT INTO {{schema}}.jobs (id, task, payload, queue, priority, run_at, max_attempts,
+                                 concurrency_key, metadata, status, enqueued_by)
+    OVERRIDING SYSTEM VALUE
+    SELECT ids[firsts[nd.k] + p.m - 1], tasks[nd.k], p.payload, queues[nd.k], priorities[nd.k],
+           coalesce(run_ats[nd.k], now()), enqueue_workflow.max_attempts[nd.k],
+           concurrency_keys[nd.k], nd.metadata,
+           CASE WHEN child_of[nd.k] THEN 'waiting' ELSE 'pending' END::{{schema}}.job_status,
+           session_user
+    FROM (SELECT k, jsonb_build_object('workflow', enqueue_workflow.workflow_id)
+                 -- a group member or a parent: the done paths settle it (count_member())
+                 || CASE WHEN gids[k] IS NOT NULL OR parent_of[k]
+                         THEN '{"dependents": true}'::pg_catalog.jsonb ELSE '{}' END
+                 || CASE WHEN gids[k] IS NOT NULL
+                         THEN jsonb_build_object('group', gids[k]) ELSE '{}' END
+                 || CASE WHEN child_of[k]
+                         THEN jsonb_build_object('on_parent_failure', policies[k]) ELSE '{}' END
+                 AS metadata
+          FROM generate_series(1, n) AS k) AS nd
+    CROSS JOIN LATERAL jsonb_array_elements(payloads -> (nd.k - 1)) WITH ORDINALITY AS p(payload, m);
+    INSERT INTO {{schema}}.workflow_jobs (job_id, workflow_id, node, group_id, parents, parent_groups)
+    SELECT ids[firsts[nd.k] + m - 1], enqueue_workflow.workflow_id, nd.k - 1, gids[nd.k],
+           coalesce(e.parents, '{}'), coalesce(e.parent_groups, '{}')
+    FROM generate_series(1, n) AS nd(k)
+    CROSS JOIN LATERAL generate_series(1, sizes[nd.k]) AS m
+    LEFT JOIN (SELECT e.c + 1 AS k,
+                      array_agg(DISTINCT ids[firsts[e.p + 1]]) FILTER (WHERE gids[e.p + 1] IS NULL)
+                          AS parents,
+                      array_agg(DISTINCT gids[e.p + 1]) FILTER (WHERE gids[e.p + 1] IS NOT NULL)
+                          AS parent_groups
+               FROM unnest(edge_children, edge_parents) AS e(c, p)
+               GROUP BY e.c) AS e ON e.k = nd.k;
+    INSERT INTO {{schema}}.job_dependencies (child_id, parent_id)
+    SELECT DISTINCT ids[firsts[e.c + 1] + m - 1],
+           CASE WHEN gids[e.p + 1] IS NULL THEN ids[firsts[e.p + 1]] ELSE -gids[e.p + 1] END
+    FROM unnest(edge_children, edge_parents) AS e(c, p)
+    CROSS JOIN LATERAL generate_series(1, sizes[e.c + 1]) AS m;
+END
+$function$;
+REVOKE ALL ON FUNCTION {{schema}}.enqueue_workflow(text, text[], jsonb, text[], integer[],
+    timestamp with time zone[], integer[], text[], text[], text[], integer[], integer[]) FROM PUBLIC;

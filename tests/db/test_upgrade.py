@@ -157,7 +157,7 @@ async def test_a_version_22_schema_loses_the_claim_signatures_without_declared_l
         f"DELETE FROM {quoted}.schema_version WHERE version > 22; "
         f"INSERT INTO {quoted}.schema_version (version) VALUES (22) ON CONFLICT DO NOTHING"
     )
-    # What migrations 24 to 28 made goes, so that they run again (24's enum label stays:
+    # What migrations 24 to 29 made goes, so that they run again (24's enum label stays:
     # ADD VALUE IF NOT EXISTS passes it).
     await conn.execute(
         f"DROP TABLE {quoted}.job_timers; "
@@ -169,6 +169,8 @@ async def test_a_version_22_schema_loses_the_claim_signatures_without_declared_l
         f"{quoted}.workflow_count_marks; "
         f"DROP FUNCTION {quoted}.create_workflow(text, bigint[], integer[], integer[], text[], "
         "text[], bigint[], bigint[]); "
+        f"DROP FUNCTION {quoted}.enqueue_workflow(text, text[], jsonb, text[], integer[], "
+        "timestamptz[], integer[], text[], text[], text[], integer[], integer[]); "
         f"DROP TABLE {quoted}.job_dependencies; DROP TABLE {quoted}.sequences; "
         f"DROP FUNCTION {quoted}.add_dependencies(bigint[], bigint[], text); "
         f"DROP FUNCTION {quoted}.add_to_sequence(bigint[], text); "

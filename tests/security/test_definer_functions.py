@@ -51,6 +51,11 @@ _ATTACKS = {
     "VALUES ('tick', '* * * * *', 'UTC', 'latest', 'default'); "
     "SELECT * FROM {s}.take_ticks('tick', NULL, now(), 'w', 'default', 0, 5, "
     "ARRAY[now()], ARRAY['{{}}'])",
+    "enqueue_workflow": "SELECT * FROM {s}.enqueue_workflow('w', ARRAY['t', 't'], "
+    "'[[{{\"a\": 1}}], [{{}}, {{}}]]'::pg_catalog.jsonb, ARRAY['default', 'default'], "
+    "ARRAY[0, 0], ARRAY[NULL, NULL]::pg_catalog.timestamptz[], ARRAY[5, 5], "
+    "ARRAY[NULL, NULL]::pg_catalog.text[], ARRAY['cancel', 'run'], ARRAY[NULL, 'g'], "
+    "ARRAY[1], ARRAY[0])",
     "archive_extend": "SELECT {s}.archive_extend()",
     "archive_drop": "SELECT {s}.archive_drop('done', 'infinity'::pg_catalog.timestamptz)",
 }
@@ -82,11 +87,20 @@ async def make_role(conn: asyncpg.Connection) -> AsyncIterator[Callable[[], Awai
         ("grant_producer", None, "job_status"),
         ("grant_producer", None, "enqueue_key"),
         ("grant_producer", None, "enqueue_unique"),
+        ("grant_producer", None, "enqueue_workflow"),
         ("grant_worker", None, "take_ticks"),
         ("grant_worker", None, "archive_extend"),
         ("grant_worker", "archive_extend", "archive_drop"),
     ],
-    ids=["job_status", "enqueue_key", "enqueue_unique", "take_ticks", "archive_extend", "drop"],
+    ids=[
+        "job_status",
+        "enqueue_key",
+        "enqueue_unique",
+        "enqueue_workflow",
+        "take_ticks",
+        "archive_extend",
+        "drop",
+    ],
 )
 async def test_a_temporary_type_does_not_run_as_the_owner(
     dsn: str,

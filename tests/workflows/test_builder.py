@@ -148,6 +148,40 @@ async def test_a_group_fans_in_to_its_callback_with_every_members_result(queue: 
     assert (squares.size, squares.remaining, squares.failed, squares.status) == (50, 0, 0, "done")
 
 
+async def test_a_workflow_writes_each_job_once(queue: Queue, conn: asyncpg.Connection) -> None:
+    """Its jobs are inserted with their graph's status and metadata: no second version of
+    each row (a group of 10,000 would leave 10,000 dead tuples for its claims to skip)."""
+
+    @queue.task(name="wf.once")
+    async def once(n: int) -> int:
+        return n
+
+    wf = queue.workflow("written once")
+    first = wf.add(once, n=0)
+    group = wf.add_many(once, [{"n": n} for n in range(100)], depends_on=[first])
+    wf.add(once, n=-1, depends_on=[group, first], max_attempts=2, priority=3)
+    async with conn.transaction():
+        wid = await wf.enqueue(connection=conn)
+        counts = await conn.fetchrow(
+            "SELECT pg_stat_get_xact_tuples_inserted(c.oid) AS inserted, "
+            "pg_stat_get_xact_tuples_updated(c.oid) AS updated FROM pg_class c "
+            "WHERE c.oid = $1::regclass",
+            f'"{queue.schema}".jobs',
+        )
+    assert (counts["inserted"], counts["updated"]) == (102, 0)
+    made = await queue.get_workflow(wid)
+    assert made.counts == {"pending": 1, "waiting": 101}
+    by_node = {job.node: job for job in made.jobs}
+    (members,) = made.groups
+    assert [j.node for j in made.jobs] == [0] + [1] * 100 + [2]
+    assert by_node[2].parents == (by_node[0].id,) and by_node[2].parent_groups == (members.id,)
+    callback = await queue.get_job(by_node[2].id)
+    assert (callback.max_attempts, callback.priority, callback.payload) == (2, 3, {"n": -1})
+    async with running(queue, concurrency=20):
+        done = await queue.wait_for_workflow(wid, timeout=60)
+    assert done.counts == {"done": 102}
+
+
 async def test_a_failed_member_cancels_the_group_dependents_or_runs_them(queue: Queue) -> None:
     @queue.task(name="wf.maybe", max_attempts=1)
     async def maybe(n: int) -> int:

@@ -4,6 +4,7 @@ parents, and a worker role (grant_worker) releases and cancels them."""
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
 from aiopgq import JobContext, JobStatus, Queue
 
@@ -61,6 +62,21 @@ async def test_a_producer_role_enqueues_a_workflow_that_a_worker_role_runs(
         group = wf.add_many("part", [{"n": n} for n in range(5)])
         wf.add("sum", depends_on=[group])
         wid = await wf.enqueue()
+        callback_id = next(
+            job.id for job in (await working.get_workflow(wid)).jobs if job.task == "sum"
+        )
+        as_producer = await asyncpg.connect(dsn, user=producer)
+        try:  # enqueued_by is the producer (not the definer's owner): it sees its job
+            status = await as_producer.fetchval(
+                f'SELECT status FROM "{queue.schema}".job_status($1)', callback_id
+            )
+        finally:
+            await as_producer.close()
+        assert status == "waiting"
+        refused = working.workflow("no insert")  # a worker role may not insert jobs
+        refused.add("part", n=1)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="grant_producer"):
+            await refused.enqueue()
         await working.worker(poll_interval=0.05).run(burst=True)
         done = await working.get_workflow(wid)
         assert done.status == "done", done.counts
