@@ -5,6 +5,7 @@
 ... async def add(a: int, b: int) -> int: return a + b
 """
 
+from ._client.job_steps import JobStep, JobSteps
 from ._client.queue import Queue
 from ._client.results import JobCancelled, JobFailed
 from ._client.sync import SyncQueue
@@ -42,7 +43,6 @@ from ._models import (
 )
 from ._observer import Observer
 from ._retry import Retry
-from ._steps import JobStep, JobSteps
 from ._task import Task
 from ._version import __version__ as __version__
 from ._worker.processes import WorkerProcesses, run_workers

@@ -288,6 +288,8 @@ class JobContext:
             async with steps.transaction() as conn:  # commits with the step's record
                 yield conn
             return
+        if steps is not None:
+            await steps.settle()  # a step before this has its row before the done commits
         if self.committed or self._in_transaction:
             raise RuntimeError(
                 f"job {self.job_id}: ctx.transaction() commits the job's done once; "
@@ -319,6 +321,11 @@ class JobContext:
             self._in_transaction = False
 
     # -- durable steps: aiopgq/_steps.py, docs/durable-steps.md (the replay rules) ----
+
+    @property
+    def step_run(self) -> StepRun | None:
+        """The run's durable steps, once it called one (for the worker: their last row)."""
+        return self._steps
 
     def _step_run(self, what: str) -> StepRun:
         if self._services.holds_transactions:

@@ -4,11 +4,16 @@ A run reads the steps its job's earlier runs recorded once, at its first step (j
 call none read nothing), then walks them in order: the step at position n of this run
 replays the row at position n when its name (and kind) match, and runs otherwise; any
 other difference is a StepMismatch, never a silent reuse. A step's row is written by one
-statement when the step returns (sql/complete/record_step.sql), fenced by the run's lease:
+statement, fenced by the run's lease:
 
-- a step without database work: its row alone, after it returned. A crash between the
-  step's outside effect and the row runs the step again (at-least-once, for the step in
-  flight only); once the row is there, no run calls it again.
+- a step without database work: its row alone (sql/complete/record_step.sql), written
+  by a task started when the step returns (so at the handler's next wait for anything),
+  or, when the handler returns first (the step was its last action), with the job's
+  done in the completer's batched statement (sql/complete/complete_special.sql): no
+  statement of its own. The next step, sleep or wait, ctx.transaction(), and every
+  other ending of the run wait for the row first. A crash between the step's outside
+  effect and the row runs the step again (at-least-once, for the step in flight only);
+  once the row is there, no run calls it again.
 - a step whose function uses `ctx.transaction()`: the transaction stays open until the
   step returns, then the row (with the return value) is inserted on the same connection
   and everything commits together (exactly-once for what it covers). A run that finds
@@ -22,6 +27,7 @@ tells the worker that the job's outcome is written already.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
@@ -99,6 +105,16 @@ class RunLease(Protocol):
     def worker(self) -> str: ...
 
 
+@dataclass(frozen=True, slots=True)
+class LastStep:
+    """A step that was the handler's last action: its row, written with the job's done."""
+
+    position: int
+    name: str
+    result: str | None  # JSON text
+    started: float  # epoch seconds
+
+
 class StepRun:
     """The durable steps of one run of a job (one per JobContext, made at its first step)."""
 
@@ -112,6 +128,10 @@ class StepRun:
         self._next_position = 0
         self._sleeps = 0
         self.in_flight: _InFlight | None = None
+        # The step that returned last, its row not written yet, and the task writing it.
+        self._unrecorded: tuple[_InFlight, str | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._write_failed: BaseException | None = None
 
     # -- the sequence ----------------------------------------------------------
 
@@ -133,6 +153,8 @@ class StepRun:
             )
         if not isinstance(name, str) or not name:
             raise ValueError(f"a step's name must be a non-empty string, got {name!r}")
+        if self._writer is not None:
+            await self.settle()  # the step before has its row before this one runs
         if self._recorded is None:
             self._recorded = await self._load()
         if name in self._names:
@@ -177,8 +199,11 @@ class StepRun:
             text = _encoded(name, value)
             held, flight.transaction = flight.transaction, None
             if held is None:
-                async with self._services.pool.acquire() as conn:
-                    written = await self._record(conn, flight, text)
+                # Its row: at the next loop turn, or with the job's done when the handler
+                # returns before that (take_last).
+                self._unrecorded = (flight, text)
+                self._writer = asyncio.get_running_loop().create_task(self._write_unrecorded())
+                return value
             else:
                 try:
                     written = await self._record(held.conn, flight, text)
@@ -194,6 +219,43 @@ class StepRun:
         if written:
             return value
         return await self._replay_taken(flight)
+
+    async def _write_unrecorded(self) -> None:
+        """The writer: the unrecorded step's row, unless the job's done took it. What the
+        write met is raised by settle()."""
+        pending, self._unrecorded = self._unrecorded, None
+        if pending is None:
+            return
+        flight, text = pending
+        try:
+            async with self._services.pool.acquire() as conn:
+                written = await self._record(conn, flight, text)
+            if not written:
+                await self._replay_taken(flight)  # another run's row: the same value
+        except Exception as exc:  # kept for settle(): this task's own end stays quiet
+            self._write_failed = exc
+
+    async def settle(self) -> None:
+        """Wait until the last step's row is written (the run goes on to another step, or
+        ends other than by returning); raise what its write met (LeaseLost, a lost
+        connection). Shielded: a run cancelled meanwhile still records what it did."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(writer)
+        failed, self._write_failed = self._write_failed, None
+        if failed is not None:
+            raise failed
+
+    def take_last(self) -> LastStep | None:
+        """The last step, if its row is not being written yet: the job's done writes it.
+        None when there is none, or its writer has it (settle() waits for that)."""
+        pending, self._unrecorded = self._unrecorded, None
+        if pending is None:
+            return None
+        self._writer = None  # it starts, finds nothing, and ends
+        flight, text = pending
+        return LastStep(flight.position, flight.name, text, flight.started)
 
     async def _record(self, conn: Connection, flight: _InFlight, text: str | None) -> bool:
         lease = self._lease
@@ -379,60 +441,3 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     if inspect.isawaitable(value):  # e.g. a lambda that returns a coroutine
         value = await value
     return value
-
-
-@dataclass(frozen=True)
-class JobStep:
-    """One recorded durable step of a job, as `Queue.job_steps` reads it back.
-
-    >>> [(s.name, s.duration) for s in (await queue.job_steps(job_id)).steps]
-
-    Attributes:
-        name: the step's name ("sleep:N" for a sleep, "event:NAME" for a wait).
-        kind: "step", "sleep" or "event".
-        attempt: the attempt of the run that recorded it.
-        started_at: when that run started it (an aware datetime).
-        finished_at: when it was recorded.
-        until: a sleep's wake time, else None.
-    """
-
-    name: str
-    kind: str
-    attempt: int
-    started_at: datetime
-    finished_at: datetime
-    until: datetime | None = None
-
-    @property
-    def duration(self) -> float:
-        """Seconds from its start to its record (for a sleep or a wait: until it began)."""
-        return max(0.0, (self.finished_at - self.started_at).total_seconds())
-
-
-@dataclass(frozen=True)
-class JobSteps:
-    """A job's durable steps and what it waits for now (`Queue.job_steps`).
-
-    >>> (await queue.job_steps(job_id)).waiting_for  # 'event payment:42'
-
-    Attributes:
-        steps: the recorded steps, in the handler's order.
-        event: the event it waits for (ctx.wait_event), else None.
-        event_timeout: that wait's deadline, else None.
-        sleeping_until: when a sleeping job wakes (ctx.sleep), else None.
-    """
-
-    steps: tuple[JobStep, ...]
-    event: str | None = None
-    event_timeout: datetime | None = None
-    sleeping_until: datetime | None = None
-
-    @property
-    def waiting_for(self) -> str | None:
-        """What it waits for, in words ("event NAME" or "sleep until TIME"), or None."""
-        if self.event is not None:
-            deadline = "" if self.event_timeout is None else f" (until {self.event_timeout})"
-            return f"event {self.event}{deadline}"
-        if self.sleeping_until is not None:
-            return f"sleep until {self.sleeping_until}"
-        return None

@@ -28,7 +28,6 @@ from .._models import ArchiveLayout, Job, JobStatus, QueueSettings, QueueStats
 from .._observer import Observer
 from .._retry import Retry
 from .._schedule import Schedule, with_tick
-from .._steps import JobSteps
 from .._task import Task
 from .._worker.worker import Worker
 from .admin import Admin
@@ -36,7 +35,7 @@ from .core import Core
 from .enqueue import Enqueue
 from .events import emit_event
 from .hooks import EnqueueHook, Hooks
-from .job_steps import read_steps
+from .job_steps import JobSteps, read_steps
 from .limits import KEEP, Keep
 from .limits import Limits as LimitsPart
 from .partitions import Partitions

@@ -19,7 +19,7 @@ from .._context import JobContext, Middleware
 from .._db.statements import Statements
 from .._models import Job, _current_job
 from .._payload import encode_result
-from .._steps import Suspended
+from .._steps import StepRun, Suspended
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec
 from .failures import fail_now, progress_columns, report_failure, unstorable_result
@@ -126,6 +126,7 @@ class Handlers:
             return
         except asyncio.CancelledError:
             context.stopped = True
+            await _steps_recorded(context)
             if context.committed or settling.stopped(task, job, sink, context):
                 raise
         except BaseException as exc:
@@ -138,9 +139,14 @@ class Handlers:
                     extra={"job_id": job.id, "task": job.task, "queue": job.queue},
                 )
                 return
+            await _steps_recorded(context)  # a retry replays the steps that returned
             report_failure(task, job, exc, sink, context)
         else:
-            self._succeeded(task, job, result, sink, context)
+            steps = context.step_run
+            if steps is None:
+                self._succeeded(task, job, result, sink, context)
+            else:
+                await self._succeeded_after_steps(task, job, result, sink, context, steps)
         finally:
             context.ended = True
             if context.progress_value is not None:
@@ -185,6 +191,54 @@ class Handlers:
             sink.done(job, result_text)
         else:
             sink.special(job, "done", result=result_text, **progress_columns(context))
+
+    async def _succeeded_after_steps(
+        self,
+        task: TaskSpec,
+        job: Job,
+        result: Any,
+        sink: Sink,
+        context: JobContext,
+        steps: StepRun,
+    ) -> None:
+        """A run with durable steps returned: a step that was its last action goes with the
+        done (one batched statement for both); else the steps' rows are written first."""
+        if not context.committed:
+            try:
+                result_text = encode_result(result)
+            except (TypeError, ValueError):
+                pass  # _succeeded fails the job, once the steps are recorded
+            else:
+                last = steps.take_last()
+                if last is not None:
+                    columns = progress_columns(context)
+                    sink.special(job, "done", result=result_text, step=last, **columns)
+                    return
+        try:
+            await steps.settle()
+        except Exception as exc:  # LeaseLost, or the write's connection failed
+            if not context.committed:
+                report_failure(task, job, exc, sink, context)
+                return
+        self._succeeded(task, job, result, sink, context)
+
+
+async def _steps_recorded(context: JobContext) -> None:
+    """Wait for the row of a step that returned before the run ended otherwise; what its
+    write met does not change how the run ended (a lost lease fences the outcome too)."""
+    steps = context.step_run
+    if steps is None:
+        return
+    try:
+        await steps.settle()
+    except Exception as exc:
+        logger.warning(
+            "job %s (%s): its last step's row was not written (%r); a retry runs the step again",
+            context.job_id,
+            context.job.task,
+            exc,
+            extra={"job_id": context.job_id, "task": context.job.task, "queue": context.job.queue},
+        )
 
 
 class _Once:

@@ -1,4 +1,5 @@
-"""Special outcomes: snoozes, aborts, and the outcomes of jobs that reported progress.
+"""Special outcomes: snoozes, aborts, the outcomes of jobs that reported progress, and
+the done of a job whose last action was a durable step (its row goes with the done).
 
 Plain outcomes (done, error, release) keep their own lean statements; these carry
 more columns and go through sql/complete/complete_special.sql, only when there are some.
@@ -11,6 +12,7 @@ from datetime import datetime
 from .._db.connection import Connection
 from .._db.statements import Statements
 from .._models import Job
+from .._steps import LastStep
 
 
 class SpecialOutcomes:
@@ -28,6 +30,12 @@ class SpecialOutcomes:
         self.states: list[str | None] = []
         self.events: list[str | None] = []
         self.max_snoozes: list[int] = []
+        # Last steps written with their job's done: job ids, positions, names, results, starts.
+        self.step_ids: list[int] = []
+        self.step_positions: list[int] = []
+        self.step_names: list[str] = []
+        self.step_results: list[str | None] = []
+        self.step_starts: list[float] = []
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -45,6 +53,7 @@ class SpecialOutcomes:
         state: str | None = None,
         event: str | None = None,
         max_snoozes: int = 0,
+        step: LastStep | None = None,
     ) -> None:
         """`kind` is 'done', 'error' or 'snooze' (see sql/complete/complete_special.sql)."""
         self.ids.append(job.id)
@@ -58,6 +67,12 @@ class SpecialOutcomes:
         self.states.append(state)
         self.events.append(event)
         self.max_snoozes.append(max_snoozes)
+        if step is not None:
+            self.step_ids.append(job.id)
+            self.step_positions.append(step.position)
+            self.step_names.append(step.name)
+            self.step_results.append(step.result)
+            self.step_starts.append(step.started)
 
     async def write(self, conn: Connection, sql: Statements, worker_id: str) -> list[datetime]:
         """Apply them in one statement; the run_at of the jobs that went back to pending."""
@@ -75,5 +90,10 @@ class SpecialOutcomes:
             self.events,
             self.max_snoozes,
             worker_id,
+            self.step_ids,
+            self.step_positions,
+            self.step_names,
+            self.step_results,
+            self.step_starts,
         )
         return [row[2] for row in rows if row[1] == "pending"]

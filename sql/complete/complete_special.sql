@@ -6,7 +6,9 @@
 --   snooze: the snooze), $6 errors (error; for a snooze, the text recorded if it is
 --   over the limit), $7 final (error: no retry, e.g. an abort), $8 progress, $9 states
 --   (JSON text; NULL keeps the saved one), $10 history entries (JSON text or NULL),
---   $11 max_snoozes (snooze), $12 worker id.
+--   $11 max_snoozes (snooze), $12 worker id; $13-$17 the durable steps that were the
+--   last action of a handler that returned (ctx.step, aiopgq/_steps.py): job ids,
+--   positions, names, results (JSON text), start times (epoch seconds).
 -- A snooze within the task's max_snoozes puts the job back without counting its
 -- attempt; past it, the snooze counts as a failed attempt (retried after its seconds,
 -- or failed at max_attempts), so a job that snoozes forever still ends. Every
@@ -14,7 +16,9 @@
 -- An error (an abort, or a snooze over the limit) joins the job's error history as in
 -- complete_error.sql. Returns each job's new status and run_at (retry times wake the
 -- fetcher), and announces finished jobs someone awaits (complete_done.sql); a finished
--- job others depend on settles its children (sql/functions/dependencies.sql).
+-- job others depend on settles its children (sql/functions/dependencies.sql). A last
+-- step's row is written with its job's done, only for a job this worker still held (as
+-- sql/complete/record_step.sql would have written it alone, one statement earlier).
 WITH ended AS (
 UPDATE {{schema}}.jobs j
 SET status = CASE
@@ -68,7 +72,15 @@ RETURNING j.id, j.status::text AS status, j.run_at,
     CASE WHEN j.metadata ? 'waited' AND j.status <> 'pending'
          THEN pg_notify({{done_channel}}, j.id::text) END AS notified,
     CASE WHEN j.metadata ? 'dependents' AND j.status <> 'pending' THEN j.id END AS parent,
-    j.result
+    j.result, j.attempts
+), stepped AS (
+    INSERT INTO {{schema}}.job_steps (job_id, "position", name, kind, result, attempt, started_at)
+    SELECT e.id, s.position, s.name, 'step', s.result::jsonb, e.attempts,
+           to_timestamp(s.started)
+    FROM unnest($13::bigint[], $14::int[], $15::text[], $16::text[], $17::float8[])
+        AS s(id, position, name, result, started)
+    JOIN ended e ON e.id = s.id
+    ON CONFLICT DO NOTHING
 ), settled AS (
     SELECT {{schema}}.settle_dependents(array_agg(parent), array_agg(status), array_agg(result))
     FROM ended WHERE parent IS NOT NULL

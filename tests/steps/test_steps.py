@@ -270,3 +270,120 @@ async def test_one_transaction_per_step(queue: Queue, ledger: str) -> None:
     done = await queue.get_job(job.id)
     assert done.status is JobStatus.DONE and done.result == 2
     assert await queue.pool.fetchval(f"SELECT count(*) FROM {ledger}") == 2
+
+
+async def test_a_last_step_is_written_with_the_done(queue: Queue) -> None:
+    """A step that is the handler's last action costs no statement of its own: its row
+    commits in the transaction that marks the job done."""
+
+    @queue.task(name="st.last")
+    async def send(ctx: JobContext, to: str) -> str:
+        return str(await ctx.step("send", lambda: f"sent to {to}"))
+
+    job = await send.enqueue(to="ada")
+    await queue.worker().run(burst=True)
+    done = await queue.get_job(job.id)
+    assert done.status is JobStatus.DONE and done.result == "sent to ada"
+    step_xmin, step_result = await queue.pool.fetchrow(
+        f'SELECT xmin::text, result FROM "{queue.schema}".job_steps WHERE job_id = $1', job.id
+    )
+    job_xmin = await queue.pool.fetchval(
+        f'SELECT xmin::text FROM "{queue.schema}".jobs WHERE id = $1', job.id
+    )
+    assert step_xmin == job_xmin  # one transaction for both
+    assert step_result == '"sent to ada"'
+
+
+async def test_a_step_is_recorded_while_the_handler_goes_on(queue: Queue) -> None:
+    calls: list[int] = []
+    seen: list[int] = []
+
+    @queue.task(name="st.goes_on", retry=NOW)
+    async def task(ctx: JobContext) -> int:
+        value = int(await ctx.step("charge", lambda: calls.append(ctx.attempt) or 7))
+        await asyncio.sleep(0.3)  # other work: the row is written meanwhile
+        seen.append(
+            await queue.pool.fetchval(
+                f'SELECT count(*) FROM "{queue.schema}".job_steps WHERE job_id = $1', ctx.job_id
+            )
+        )
+        if ctx.attempt == 1:
+            raise RuntimeError("later work failed")
+        return value
+
+    job = await task.enqueue()
+    await queue.worker().run(burst=True)
+    done = await queue.get_job(job.id)
+    assert done.status is JobStatus.DONE and done.result == 7 and done.attempts == 2
+    assert seen == [1, 1] and calls == [1]  # recorded before the failure; replayed after
+
+
+@pytest.mark.parametrize("ending", ["raises", "times out"])
+async def test_a_run_that_ends_right_after_a_step_records_it(queue: Queue, ending: str) -> None:
+    calls: list[int] = []
+
+    @queue.task(name="st.ends", retry=NOW, max_attempts=2, timeout=0.5)
+    async def task(ctx: JobContext) -> str:
+        await ctx.step("charge", lambda: calls.append(ctx.attempt))
+        if ctx.attempt == 1:
+            if ending == "raises":
+                raise RuntimeError("failed right after the step")
+            await asyncio.sleep(30)  # the task's timeout cancels the run here
+        return "ok"
+
+    job = await task.enqueue()
+    await queue.worker().run(burst=True)
+    done = await queue.get_job(job.id)
+    assert done.status is JobStatus.DONE and done.attempts == 2
+    assert calls == [1]  # the second run replayed the step
+
+
+async def test_a_step_of_a_fenced_run_is_not_recorded(queue: Queue) -> None:
+    """A step without database work in a run that lost its lease: no row, and the run
+    learns it at its next step (LeaseLost), as it would have at the step itself."""
+    errors: list[BaseException] = []
+
+    async def fence(ctx: JobContext) -> int:
+        await queue.pool.execute(
+            f'UPDATE "{queue.schema}".jobs SET attempts = attempts + 1, locked_by = $2 '
+            "WHERE id = $1",
+            ctx.job_id,
+            "another-worker",
+        )
+        return 1
+
+    @queue.task(name="st.fenced_plain")
+    async def task(ctx: JobContext) -> None:
+        await ctx.step("fenced", fence, ctx)
+        try:
+            await ctx.step("next", lambda: 2)
+        except LeaseLost as exc:
+            errors.append(exc)
+            raise
+
+    job = await task.enqueue()
+    await queue.worker().run(burst=True)
+    [error] = errors
+    assert "'fenced' was not recorded" in str(error)
+    count = await queue.pool.fetchval(
+        f'SELECT count(*) FROM "{queue.schema}".job_steps WHERE job_id = $1', job.id
+    )
+    assert count == 0
+
+
+async def test_an_unstorable_result_after_a_step_fails_the_job_and_keeps_the_step(
+    queue: Queue,
+) -> None:
+    @queue.task(name="st.unstorable_result", max_attempts=1)
+    async def task(ctx: JobContext) -> object:
+        await ctx.step("charge", lambda: "charged")
+        return {1, 2}  # not JSON
+
+    job = await task.enqueue()
+    await queue.worker().run(burst=True)
+    failed = await queue.get_job(job.id)
+    assert failed.status is JobStatus.FAILED and "JSON" in (failed.last_error or "")
+    count = await queue.pool.fetchval(
+        f'SELECT count(*) FROM "{queue.schema}".job_steps WHERE job_id = $1', job.id
+    )
+    assert count == 1  # a retry of the job (queue.retry) does not charge again
