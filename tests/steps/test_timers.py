@@ -4,11 +4,14 @@ index; the maintenance leader makes it pending ahead of its time, at its exact r
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import asyncpg
 
 from aiopgq import JobContext, JobStatus, Queue
+from aiopgq._worker.maintenance import TIMER_AHEAD
 
 from ..support.helpers import eventually
 
@@ -102,3 +105,15 @@ async def test_a_cancelled_sleeper_stays_cancelled_and_its_timer_goes_once_past(
         await eventually(timer_gone, within=20)
     assert (await queue.get_job(job.id)).status is JobStatus.CANCELLED
     assert ran == []
+
+
+def test_the_far_threshold_is_the_same_number_everywhere() -> None:
+    """A suspension waits with a timer past TIMER_AHEAD seconds (sleep_job.sql, wait_event()
+    in steps.sql); the leader looks at least that far ahead. Three places, one number: a
+    suspension nearer than the leader looks would never be made pending."""
+    root = Path(__file__).resolve().parents[2] / "sql"
+    for path in (root / "complete" / "sleep_job.sql", root / "functions" / "steps.sql"):
+        found = {
+            float(s) for s in re.findall(r"now\(\) \+ interval '(\d+) seconds'", path.read_text())
+        }
+        assert found == {TIMER_AHEAD}, f"{path.name}: {found} vs TIMER_AHEAD {TIMER_AHEAD}"
