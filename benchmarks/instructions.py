@@ -49,6 +49,14 @@ DRAIN_BATCH = 100
 Statement = Callable[[asyncpg.Connection], Awaitable[Any]]
 
 
+def _ints(statement: str, *arrays: list[int]) -> list[Any]:
+    """Int arrays as the statement takes them: text literals (`::text::bigint[]`, since
+    the change that sent them so) or lists (an older tree, with --baseline)."""
+    if "::text::bigint[]" in statement:
+        return ["{" + ",".join(map(str, a)) + "}" for a in arrays]
+    return list(arrays)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
     parser.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
@@ -189,7 +197,7 @@ async def measure_drain(
         async def cycle(conn: asyncpg.Connection) -> None:
             ids, attempts = [r["id"] for r in held], [r["attempts"] for r in held]
             held[:] = await conn.fetch(
-                claim, QUEUE, DRAIN_BATCH, "w", ids, attempts, [None] * len(ids)
+                claim, QUEUE, DRAIN_BATCH, "w", *_ints(claim, ids, attempts), [None] * len(ids)
             )
             assert len(held) == DRAIN_BATCH
 
@@ -208,8 +216,7 @@ async def measure_drain(
                 DRAIN_BATCH,
                 "w",
                 True,
-                ids,
-                attempts,
+                *_ints(queue.sql.dequeue_limited, ids, attempts),
                 [None] * len(ids),
                 *limited_extra,
             )

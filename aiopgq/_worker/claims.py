@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import asyncpg
 
+from .._db.arrays import int_array
 from .._db.connection import Connection, close_quietly
 from .._db.statements import Statements
 from .completer import Completer, Outcomes
@@ -129,8 +130,8 @@ class Claims:
                 self._queues_arg,
                 limit,
                 self._worker_id,
-                riding.done_ids,
-                riding.done_attempts,
+                int_array(riding.done_ids),
+                int_array(riding.done_attempts),
                 riding.done_results,
             )
         else:  # a lighter statement: this is the latency path of an idle worker
@@ -149,8 +150,8 @@ class Claims:
             limit,
             self._worker_id,
             wait,
-            riding.done_ids,
-            riding.done_attempts,
+            int_array(riding.done_ids),
+            int_array(riding.done_attempts),
             riding.done_results,
             self._key_limits,
         )

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import anyio
 import asyncpg
 
+from .._db.arrays import int_array
 from .._db.connection import Connection
 from .._db.outage import Outage
 from .._db.retrying import run_pooled
@@ -88,7 +89,11 @@ class Outcomes:
         retry_times: list[datetime] = []
         if self.done_ids:
             await conn.execute(
-                sql.complete_done, self.done_ids, self.done_attempts, self.done_results, worker_id
+                sql.complete_done,
+                int_array(self.done_ids),
+                int_array(self.done_attempts),
+                self.done_results,
+                worker_id,
             )
         if self.error_ids:
             rows = await conn.fetch(

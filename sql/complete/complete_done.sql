@@ -1,4 +1,5 @@
--- Mark a batch of jobs done. $1 ids, $2 the attempt each was claimed with (the
+-- Mark a batch of jobs done. $1 ids, $2 the attempt each was claimed with (array
+-- literals: aiopgq/_db/arrays.py; the attempt is the
 -- lease token: a job rescued and claimed again is not overwritten by its old
 -- owner), $3 results as JSON text (NULL for none), $4 worker id. A job someone awaits
 -- (`waited` in its metadata: see the column in migrations/baseline_*.sql) is announced
@@ -12,7 +13,7 @@ WITH done AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(), result = o.result::jsonb,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
-    FROM unnest($1::bigint[], $2::int[], $3::text[]) AS o(id, attempt, result)
+    FROM unnest($1::text::bigint[], $2::text::int[], $3::text[]) AS o(id, attempt, result)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $4
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
         CASE WHEN j.metadata ? 'dependents'

@@ -19,7 +19,7 @@ async def claim(
 ) -> list[asyncpg.Record]:
     """The limited claim as a worker runs it; only the job rows."""
     rows = await conn.fetch(
-        queue.sql.dequeue_limited, queues, limit, worker, True, [], [], [], None
+        queue.sql.dequeue_limited, queues, limit, worker, True, "{}", "{}", [], None
     )
     return [row for row in rows if row[0] is not None]
 

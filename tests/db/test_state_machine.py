@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from aiopgq._db.arrays import int_array
 from aiopgq._db.migrations import migrate
 from aiopgq._db.statements import Statements
 
@@ -82,8 +83,8 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
                     "default",
                     limit,
                     worker,
-                    [job_id],
-                    [job.attempts],
+                    int_array([job_id]),
+                    int_array([job.attempts]),
                     [None],
                 )
             )
@@ -116,11 +117,12 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
             job.owner = None
 
         def _write(self, worker: str, job_id: int, attempt: int, outcome: str) -> None:
+            ids, attempts = int_array([job_id]), int_array([attempt])
             if outcome == "done":
-                run(conn.execute(sql.complete_done, [job_id], [attempt], [None], worker))
+                run(conn.execute(sql.complete_done, ids, attempts, [None], worker))
             elif outcome == "ride":  # a done outcome on a dequeue that claims nothing
                 ride = sql.claim(several_queues=True, completing=True)
-                run(conn.fetch(ride, ["default"], 0, worker, [job_id], [attempt], [None]))
+                run(conn.fetch(ride, ["default"], 0, worker, ids, attempts, [None]))
             elif outcome == "release":
                 run(conn.execute(sql.release, [job_id], [attempt], worker, schema))
             else:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from benchmarks.calls import count_calls
 
 JOBS = 5_000
-# 55.3-56.1 calls per job here (fixed costs of the worker's start and stop included).
-CEILING = 58.0
+# 50.5 calls per job here (fixed costs of the worker's start and stop included); 55.3-56.1
+# before ids and attempts went to the hot statements as array literals (_db/arrays.py).
+CEILING = 53.5
 
 
 async def test_a_burst_drain_stays_under_its_calls_per_job(dsn: str) -> None:

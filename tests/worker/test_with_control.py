@@ -233,6 +233,6 @@ async def test_the_limited_claim_returns_the_checkpoint_last(
         json.dumps({"checkpoint": {"page": 7}}),
     )
     claim = queue.sql.limited_claim(traced=traced, checkpoint=True)
-    [row] = await conn.fetch(claim, ["limited"], 10, "a-worker", True, [], [], [], None)
+    [row] = await conn.fetch(claim, ["limited"], 10, "a-worker", True, "{}", "{}", [], None)
     assert row["id"] == job.id and json.loads(row[-1]) == {"page": 7}
     assert len(row) == (11 if traced else 10)  # dequeue.sql's nine, then these
