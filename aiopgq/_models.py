@@ -434,7 +434,9 @@ def job_from_claimed_row(
     # Jobs enqueued together share their instants: a lookup, not a call, for most.
     values["run_at"] = instants.get(run_at) or _instant(run_at, instants)
     values["created_at"] = instants.get(created_at) or _instant(created_at, instants)
-    return job_of(values), payload
+    job = object.__new__(Job)  # job_of(values), written out: once per claimed job
+    object.__setattr__(job, "__dict__", values)
+    return job, payload
 
 
 def _instant(epoch: float, made: dict[float, datetime]) -> datetime:

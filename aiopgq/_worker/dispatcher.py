@@ -269,12 +269,15 @@ class Dispatcher:
             except BaseException as exc:
                 report_failure(task, job, exc, sink)
             else:
-                try:
-                    result_text = encode_result(result)
-                except (TypeError, ValueError) as exc:
-                    fail_now(job, unstorable_result(task, result, exc), sink)
+                if result is None:  # the common case: encode_result(None), written out
+                    sink.done(job, None)
                 else:
-                    sink.done(job, result_text)
+                    try:
+                        result_text = encode_result(result)
+                    except (TypeError, ValueError) as exc:
+                        fail_now(job, unstorable_result(task, result, exc), sink)
+                    else:
+                        sink.done(job, result_text)
             finally:
                 _current_job.reset(token)
         except Exception as exc:  # a bug of ours: the job's own exceptions are reported

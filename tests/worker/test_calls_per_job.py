@@ -14,9 +14,10 @@ from __future__ import annotations
 from benchmarks.calls import count_calls
 
 JOBS = 5_000
-# 50.5 calls per job here (fixed costs of the worker's start and stop included); 55.3-56.1
-# before ids and attempts went to the hot statements as array literals (_db/arrays.py).
-CEILING = 53.5
+# 48.5 calls per job here (fixed costs of the worker's start and stop included); 55.3-56.1
+# before ids and attempts went to the hot statements as array literals (_db/arrays.py) and
+# the claimed Job and a None result were written out in the dispatcher's path.
+CEILING = 51.5
 
 
 async def test_a_burst_drain_stays_under_its_calls_per_job(dsn: str) -> None:
