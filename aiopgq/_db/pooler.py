@@ -41,6 +41,7 @@ logger = logging.getLogger("aiopgq.queue")
 CACHE_OPTION = "statement_cache_size"
 _DEFAULT_TIMEOUT = 60.0  # asyncpg.connect's own default
 _told: set[str] = set()  # addresses whose pooler was announced (once per process)
+_direct: set[str] = set()  # addresses found to be PostgreSQL itself (no pooler)
 
 
 async def behind_pooler(conn: asyncpg.Connection, *, timeout: float | None = None) -> bool:
@@ -81,7 +82,9 @@ class PoolerAwareConnect:
     asyncpg's statement cache off where a pooler loses prepared statements.
 
     Once a connection to the address needed the cache off, the next ones are made so at
-    once (no probe, no second connection).
+    once (no probe, no second connection). Once a connection to an address reached
+    PostgreSQL directly, no later one to it in this process is probed (a worker makes
+    several at its start: its pool's, the fetcher's, the listener's).
     """
 
     def __init__(self) -> None:
@@ -93,15 +96,20 @@ class PoolerAwareConnect:
         uncached = {**kwargs, CACHE_OPTION: 0}
         if self._uncached:
             return await _connect(args, uncached)
+        address = _address(args, kwargs)
+        if address in _direct:
+            return await _connect(args, kwargs)
         conn = await _connect(args, kwargs)
         try:
-            keep = await _cache_survives(conn, kwargs.get("timeout", _DEFAULT_TIMEOUT))
+            keep, direct = await _cache_survives(conn, kwargs.get("timeout", _DEFAULT_TIMEOUT))
         except (asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
             conn.terminate()  # lost right after login: a failed connect, to retry as such
             raise ConnectionResetError(f"connection lost at its first query ({exc})") from exc
         except BaseException:
             conn.terminate()
             raise
+        if direct:
+            _direct.add(address)
         if keep:
             return conn
         self._uncached = True
@@ -110,28 +118,36 @@ class PoolerAwareConnect:
         return await _connect(args, uncached)
 
 
+def _address(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """What a connection is made to: the DSN and the host and port given beside it."""
+    dsn = args[0] if args else kwargs.get("dsn")
+    return f"{dsn}|{kwargs.get('host')}|{kwargs.get('port')}"
+
+
 async def _connect(args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncpg.Connection:
     conn: asyncpg.Connection = await asyncpg.connect(*args, **kwargs)
     return conn
 
 
-async def _cache_survives(conn: asyncpg.Connection, timeout: float) -> bool:
+async def _cache_survives(conn: asyncpg.Connection, timeout: float) -> tuple[bool, bool]:
+    """Whether the statement cache survives on `conn`, and whether it reaches PostgreSQL
+    directly (no pooler in between)."""
     try:
         if not await behind_pooler(conn, timeout=timeout):
-            return True
+            return True, True
     except asyncpg.PostgresError as exc:  # a server that cannot say: leave asyncpg's default
         logger.debug("cannot tell whether a pooler is in between (%s)", exc)
-        return True
+        return True, False
     try:
         keeps = await keeps_prepared_statements(conn, timeout=timeout)
     except asyncpg.PostgresError as exc:  # the safe side: no cache works through any pooler
         logger.debug("cannot tell whether the pooler keeps prepared statements (%s)", exc)
-        return False
+        return False, False
     logger.debug(
         "behind a pooler that %s prepared statements: statement cache %s",
         *(("keeps", "on") if keeps else ("loses", "off")),
     )
-    return keeps
+    return keeps, False
 
 
 def _announce(dsn: str) -> None:
