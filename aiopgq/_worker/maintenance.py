@@ -102,17 +102,16 @@ async def _pass(
         rescued += len(rows)
         if len(rows) < _BATCH:
             break
-    await _expire_workers(conn, sql)
-    await _events_and_timers(conn, sql, timers_ahead)
-    await _refresh_statistics(conn, sql)
-    for status, seconds in retention.items():
-        count = await _prune(conn, sql, status, seconds)
+    if not await _housekeeping(conn, sql, timers_ahead):
+        return rescued, pruned
+    counts = await _prune(conn, sql, retention)
+    for status, count in counts.items():
         if count:
             logger.info(
                 "pruned %d %s jobs older than %s s",
                 count,
                 status,
-                seconds,
+                retention[status],
                 extra={"status": status, "pruned": count},
             )
         pruned += count
@@ -120,16 +119,25 @@ async def _pass(
     return rescued, pruned
 
 
-async def _prune(conn: Connection, sql: Statements, status: str, seconds: float) -> int:
-    """Delete the expired rows of one status, in batches; how many."""
-    pruned = 0
-    while True:
-        deleted = await _prune_batch(conn, sql, status, seconds)
-        if deleted is None:
-            break  # another worker leads now
-        pruned += deleted
-        if deleted < _BATCH:
-            break
+async def _prune(
+    conn: Connection, sql: Statements, retention: Mapping[str, float]
+) -> dict[str, int]:
+    """Delete the expired rows of each status in `retention`, in batches: the first batch
+    of every status in one transaction (a pass usually has no more), then one per batch
+    for a status whose batch was full. How many, by status."""
+    pruned = dict.fromkeys(retention, 0)
+    todo = list(retention)
+    while todo:
+        async with _leading(conn, sql) as leader:
+            if not leader:
+                break  # another worker leads now
+            deleted = {
+                status: int(await conn.fetchval(sql.prune, status, retention[status], _BATCH))
+                for status in todo
+            }
+        for status, count in deleted.items():
+            pruned[status] += count
+        todo = [status for status, count in deleted.items() if count >= _BATCH]
     return pruned
 
 
@@ -178,23 +186,20 @@ async def _rescue_batch(
     return rows
 
 
-async def _prune_batch(
-    conn: Connection, sql: Statements, status: str, seconds: float
-) -> int | None:
-    """Delete up to _BATCH expired rows of one status; None if another worker leads."""
+async def _housekeeping(conn: Connection, sql: Statements, timers_ahead: float) -> bool:
+    """The pass's small tasks in one transaction (each commit of a pass counts, every
+    interval): expire the registry rows of workers that stopped beating (presence.py),
+    delete one batch of emitted events past their retention, make the suspended jobs due
+    within `timers_ahead` seconds pending (more batches after, if the first was full),
+    and ANALYZE jobs when it outgrew its statistics (statistics_outgrown.sql), alone.
+    False if another worker leads."""
     async with _leading(conn, sql) as leader:
         if not leader:
-            return None
-        deleted = await conn.fetchval(sql.prune, status, seconds, _BATCH)
-    return int(deleted)
-
-
-async def _expire_workers(conn: Connection, sql: Statements) -> None:
-    """Delete the registry rows of workers that stopped beating (see presence.py)."""
-    async with _leading(conn, sql) as leader:
-        if not leader:
-            return
+            return False
         gone = await conn.fetch(sql.expire_workers, EXPIRE_AFTER_BEATS)
+        await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
+        promoted = await conn.fetchval(sql.promote_timers, timers_ahead, _BATCH, column=1)
+        outgrown = await conn.fetchval(sql.statistics_outgrown)
     for row in gone:
         logger.info(
             "worker %s expired from the registry: not seen for %d heartbeat intervals",
@@ -202,32 +207,18 @@ async def _expire_workers(conn: Connection, sql: Statements) -> None:
             EXPIRE_AFTER_BEATS,
             extra={"worker": row["id"]},
         )
-
-
-async def _events_and_timers(conn: Connection, sql: Statements, ahead: float) -> None:
-    """Delete the emitted events older than their retention, one batch a pass, and make
-    the suspended jobs due within `ahead` seconds pending, in batches: one transaction
-    for the first of each (a pass's commits count: benchmarks/calls.py)."""
-    prune = True
-    while True:
+    while promoted >= _BATCH:  # every timer due was not done with: there may be more
         async with _leading(conn, sql) as leader:
             if not leader:
-                return
-            if prune:
-                await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
-                prune = False
-            deleted = await conn.fetchval(sql.promote_timers, ahead, _BATCH, column=1)
-        if deleted < _BATCH:  # every timer due was done with: there may be more
-            return
-
-
-async def _refresh_statistics(conn: Connection, sql: Statements) -> None:
-    """ANALYZE jobs when it outgrew its statistics (see sql/maintain/statistics_outgrown.sql)."""
-    async with _leading(conn, sql) as leader:
-        if not leader or not await conn.fetchval(sql.statistics_outgrown):
-            return
-        await conn.execute(sql.analyze_jobs)
-    logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
+                return False
+            promoted = await conn.fetchval(sql.promote_timers, timers_ahead, _BATCH, column=1)
+    if outgrown:
+        async with _leading(conn, sql) as leader:
+            if not leader:
+                return False
+            await conn.execute(sql.analyze_jobs)
+        logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
+    return True
 
 
 async def _lead(conn: Connection, sql: Statements) -> bool:
