@@ -81,7 +81,10 @@ class Pauses:
         self._refresh_requested.set()
 
     async def refresh(self, pool: asyncpg.Pool) -> None:
-        """Read the paused set and the limited set from the database."""
+        """Read the paused set and the limited set from the database. A request made before
+        the read starts is served by it (the worker's start reads once, after its LISTEN
+        connection is up, which asks for a read as every (re)connection does)."""
+        self._refresh_requested = anyio.Event()
         paused, limited = await run_pooled(pool, self._read)
         if limited != self._limited:
             logger.info(
@@ -108,7 +111,6 @@ class Pauses:
         while True:
             with anyio.move_on_after(self._refresh_interval):
                 await self._refresh_requested.wait()
-            self._refresh_requested = anyio.Event()
             try:
                 await self.refresh(pool)
             except Exception as exc:

@@ -358,6 +358,11 @@ class Worker:
             await register_tasks(pool, sql, self.queue.tasks, self.id)
             await presence.beat()  # listed from the start, not from the first heartbeat
             await prepare_key_limits(pool, sql, key_limits, self.id)
+            if listener is not None:
+                # Ready once listening: a job enqueued just after is woken by NOTIFY, and
+                # the read below sees every pause sent before (one read, not two).
+                with anyio.move_on_after(5):
+                    await listener.connected.wait()
             await pauses.refresh(pool)  # before the first claim
             services.start_soon(completer.run)
             beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
@@ -378,10 +383,6 @@ class Worker:
             if self.blocked_loop_warning:
                 watchdog = LoopWatchdog(self.blocked_loop_warning, dispatcher.running.get)
                 services.start_soon(watchdog.run)
-            if listener is not None:
-                # Ready once listening: a job enqueued just after is woken by NOTIFY.
-                with anyio.move_on_after(5):
-                    await listener.connected.wait()
             task_status.started()
             try:
                 grace, stopping = self.grace_period, (fetcher, claims, dispatcher)

@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from aiopgq import JobStatus, Queue
+from aiopgq._worker.pauses import Pauses
 
 from ..support.cli import cli, run_cli
 from ..support.helpers import eventually
@@ -250,3 +251,33 @@ async def test_pause_without_notify_holds_within_one_poll_interval_across_proces
         )
     finally:
         _stop(procs)
+
+
+async def test_a_starting_worker_reads_its_paused_queues_once(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start reads the paused set after the LISTEN connection is up, which serves
+    the read every (re)connection asks for: one statement at start, not two. A pause
+    sent just before the start is still seen."""
+    reads: list[float] = []
+    real = Pauses._read
+
+    async def counted(self: Pauses, conn: asyncpg.Connection) -> object:
+        reads.append(time.monotonic())
+        return await real(self, conn)
+
+    monkeypatch.setattr(Pauses, "_read", counted)
+    started: list[int] = []
+
+    @queue.task(name="p.once", queue="once")
+    async def once() -> None:
+        started.append(1)
+
+    await queue.pause("once")
+    held = await once.enqueue()
+    async with queue.worker(poll_interval=30) as worker:  # its refresh is 15 s away
+        assert worker.listener is not None
+        await asyncio.wait_for(worker.listener.connected.wait(), 10)
+        await asyncio.sleep(1.0)
+        assert len(reads) == 1
+        assert started == [] and (await queue.get_job(held.id)).status is JobStatus.PENDING
