@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
-from typing import Any
 
 import asyncpg
 
@@ -71,10 +69,10 @@ async def _move(
     leading: Leading,
     status: str,
     archive_after: float,
-    oldest: Mapping[str, datetime],
+    oldest: Mapping[str, str],
 ) -> int | None:
     """Move one status's due rows, a batch per transaction; None if another worker leads."""
-    floor: Any = oldest.get(status)
+    floor = oldest.get(status)  # text: see archive_state.sql
     if floor is None:
         return 0  # no partition yet (made at the next pass)
     moved = 0
