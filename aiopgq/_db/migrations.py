@@ -168,19 +168,28 @@ async def check_version(conn: Connection, schema: str) -> None:
         )
     except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
         current = None
+    refused = version_refused(schema, current)
+    if refused is not None:
+        raise refused
+
+
+def version_refused(schema: str, current: int | None) -> SchemaError | None:
+    """The error for a schema at version `current` (None: not there), or None when it is
+    exactly what this code needs."""
     needed = code_version()
     if current is None:
-        raise SchemaError(
+        return SchemaError(
             f"schema {schema} has no aiopgq tables: run `aiopgq migrate` "
             f"(or `await queue.migrate()`) first"
         )
     if current < needed:
-        raise SchemaError(
+        return SchemaError(
             f"schema {schema} is at version {current}, this aiopgq needs {needed}: "
             "run `aiopgq migrate`"
         )
     if current > needed:
-        raise SchemaError(_newer_message(schema, current))
+        return SchemaError(_newer_message(schema, current))
+    return None
 
 
 def _older_message(schema: str, current: int) -> str:

@@ -23,7 +23,7 @@ A queue that is resumed wakes the fetcher, as a NOTIFY for it would.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import anyio
 import asyncpg
@@ -84,23 +84,33 @@ class Pauses:
         """Read the paused set and the limited set from the database. A request made before
         the read starts is served by it (the worker's start reads once, after its LISTEN
         connection is up, which asks for a read as every (re)connection does)."""
-        self._refresh_requested = anyio.Event()
+        self.reading()
         paused, limited = await run_pooled(pool, self._read)
-        if limited != self._limited:
+        self.learned(paused, limited)
+
+    def reading(self) -> None:
+        """A read of the sets starts (refresh(), or the worker's start statement:
+        startup.py): it serves every request made before, so they are forgotten."""
+        self._refresh_requested = anyio.Event()
+
+    def learned(self, paused: Iterable[str], limited: Iterable[str]) -> None:
+        """The sets as read from the database (by refresh(), or by the worker's start
+        statement: startup.py); the limited set gains the key-limited queues."""
+        now_limited = frozenset(limited).union(self.key_limits)
+        if now_limited != self._limited:
             logger.info(
                 "queues with limits: %s",
-                ",".join(sorted(limited)) or "none",
-                extra={"queues": sorted(limited)},
+                ",".join(sorted(now_limited)) or "none",
+                extra={"queues": sorted(now_limited)},
             )
-            self._limited = limited
+            self._limited = now_limited
             self.version += 1
-        self._set(paused)
+        self._set(frozenset(paused))
 
-    async def _read(self, conn: Connection) -> tuple[frozenset[str], frozenset[str]]:
+    async def _read(self, conn: Connection) -> tuple[list[str], list[str]]:
         row = await conn.fetchrow(self._sql.queue_sets, self._queues)
         assert row is not None  # an aggregate without GROUP BY: always one row
-        paused, limited = row
-        return frozenset(paused), frozenset(limited).union(self.key_limits)
+        return row["paused"], row["limited"]
 
     async def run(self, pool: asyncpg.Pool) -> None:
         """After the first refresh: refresh every `refresh_interval` seconds, or sooner
@@ -109,6 +119,8 @@ class Pauses:
             logger, "reading paused queues", interval=self._refresh_interval, outage=self._outage
         )
         while True:
+            # A request made while a read runs outlives it (reading() replaced the event
+            # the read started with) and brings one more read.
             with anyio.move_on_after(self._refresh_interval):
                 await self._refresh_requested.wait()
             try:

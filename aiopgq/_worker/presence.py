@@ -1,8 +1,9 @@
 """Presence: the worker's row in the workers registry, kept fresh by the heartbeat.
 
-One upsert when the worker starts and one per heartbeat interval whether or not it
-holds jobs (never per job); one delete when it stops cleanly. A failure here never
-stops the worker or its leases: it is logged and tried again at the next beat.
+One upsert when the worker starts (in its start statement: startup.py) and one per
+heartbeat interval whether or not it holds jobs (never per job); one delete when it
+stops cleanly. A failure here never stops the worker or its leases: it is logged and
+tried again at the next beat.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Presence:
     ) -> None:
         self._pool = pool
         self._sql = sql
-        self._args = (
+        # The registry row's columns, as sql/workers/worker_register.sql takes them.
+        self.row = (
             worker_id,
             socket.gethostname(),
             os.getpid(),
@@ -70,13 +72,13 @@ class Presence:
             self._backoff.succeeded()
 
     async def _register(self, conn: Connection) -> None:
-        await conn.execute(self._sql.worker_register, *self._args)
+        await conn.execute(self._sql.worker_register, *self.row)
 
     async def leave(self) -> None:
         """Stopping cleanly: delete our row (bounded; shielded from cancellation)."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             try:
                 async with self._pool.acquire() as conn:
-                    await conn.execute(self._sql.worker_deregister, self._args[0])
+                    await conn.execute(self._sql.worker_deregister, self.row[0])
             except Exception as exc:  # it expires on its own after a few intervals
                 logger.info("could not leave the workers registry (%s); the row will expire", exc)

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from .._db.dsn import check_dsn, redact
 from .._db.outage import Outage
 from .._enqueue_options import check_queue_name
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, SchemaError
 from . import options
 from .awake import AwakeRole
 from .claims import Claims
@@ -48,9 +48,9 @@ from .maintenance import run_maintenance
 from .pauses import Pauses
 from .presence import Presence
 from .progress import ProgressBoard
-from .registration import register_tasks
 from .scheduler import Scheduler
 from .shutdown import fetch_until_stopped
+from .startup import start_worker
 from .stops import StopRequests
 from .wakeups import Wakeups
 from .warm import warm_up
@@ -239,7 +239,6 @@ class Worker:
         opened_here = not queue.is_open
         await queue.open(retry_for=self.connect_timeout)
         try:
-            await queue.check_schema()
             dsn, _ = queue.connect_args()
             outage = Outage(redact(dsn) if dsn else "")  # one account of database trouble
             presence = Presence(
@@ -255,6 +254,11 @@ class Worker:
                 await self._serve(
                     queue.pool, presence, outage, burst=burst, task_status=task_status
                 )
+            except Exception as exc:
+                refused = _schema_refused(exc)
+                if refused is None:
+                    raise
+                raise refused from None  # the start's (startup.py), not in a task group's
             finally:
                 await presence.leave()
         finally:
@@ -351,19 +355,18 @@ class Worker:
         )
 
         async with anyio.create_task_group() as services:
-            if listener is not None:  # connects while the start-up statements below run
+            if listener is not None:  # connects while the fetcher's connection is made
                 services.start_soon(listener.run)
                 services.start_soon(controls.run, pool)
             services.start_soon(claims.connect_ahead)  # the fetcher's connection likewise
-            await register_tasks(pool, sql, self.queue.tasks, self.id)
-            await presence.beat()  # listed from the start, not from the first heartbeat
-            await prepare_key_limits(pool, sql, key_limits, self.id)
             if listener is not None:
                 # Ready once listening: a job enqueued just after is woken by NOTIFY, and
-                # the read below sees every pause sent before (one read, not two).
+                # the start statement's read sees every pause sent before (one read).
                 with anyio.move_on_after(5):
                     await listener.connected.wait()
-            await pauses.refresh(pool)  # before the first claim
+            # Listed in the registry from the start, not from the first heartbeat.
+            await start_worker(pool, sql, self.queue.tasks, presence, pauses)
+            await prepare_key_limits(pool, sql, key_limits, self.id)
             services.start_soon(completer.run)
             beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)
             services.start_soon(run_heartbeat, *beat, leases, progress, presence, outage)
@@ -450,3 +453,11 @@ class Worker:
         assert self._background is not None
         background, self._background = self._background, None
         return await background.__aexit__(exc_type, exc, tb)
+
+
+def _schema_refused(exc: Exception) -> SchemaError | None:
+    """The SchemaError that a task group raised alone, wrapped in its ExceptionGroup."""
+    members = getattr(exc, "exceptions", None)
+    if isinstance(members, tuple) and len(members) == 1 and isinstance(members[0], SchemaError):
+        return members[0]
+    return None

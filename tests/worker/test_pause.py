@@ -8,6 +8,7 @@ import logging
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 
 import asyncpg
 import pytest
@@ -260,13 +261,13 @@ async def test_a_starting_worker_reads_its_paused_queues_once(
     the read every (re)connection asks for: one statement at start, not two. A pause
     sent just before the start is still seen."""
     reads: list[float] = []
-    real = Pauses._read
+    real = Pauses.learned
 
-    async def counted(self: Pauses, conn: asyncpg.Connection) -> object:
-        reads.append(time.monotonic())
-        return await real(self, conn)
+    def counted(self: Pauses, paused: Iterable[str], limited: Iterable[str]) -> None:
+        reads.append(time.monotonic())  # by the start statement or by a refresh
+        real(self, paused, limited)
 
-    monkeypatch.setattr(Pauses, "_read", counted)
+    monkeypatch.setattr(Pauses, "learned", counted)
     started: list[int] = []
 
     @queue.task(name="p.once", queue="once")

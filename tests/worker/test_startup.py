@@ -5,9 +5,11 @@ not for their sum; and the statements it waits for do not wait for a WAL flush."
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import asyncpg
+import pytest
 
 from aiopgq import Queue
 
@@ -63,3 +65,48 @@ async def test_the_start_up_upserts_commit_without_waiting_for_the_wal_flush(
         assert await conn.fetchval("SHOW synchronous_commit") == session
     assert await conn.fetchval(f"SELECT registered_by FROM {queue.schema}.tasks") == "w:1"
     assert await conn.fetchval(f"SELECT count(*) FROM {queue.schema}.workers") == 1
+
+
+async def test_a_start_records_the_worker_and_its_tasks_in_one_transaction(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    """The schema check, the tasks record, the registry row and the read of the paused
+    queues are one statement (sql/workers/worker_start.sql), not four transactions."""
+    ran = asyncio.Event()
+
+    @queue.task(name="startup.one")
+    async def one() -> None:
+        ran.set()
+
+    await one.enqueue()
+    async with queue.worker(poll_interval=30, heartbeat_interval=60, visibility_timeout=180):
+        await asyncio.wait_for(ran.wait(), 10)
+        tasks_xmin = await conn.fetchval(f"SELECT xmin::text FROM {queue.schema}.tasks")
+        worker_xmin = await conn.fetchval(f"SELECT xmin::text FROM {queue.schema}.workers")
+    assert tasks_xmin == worker_xmin
+
+
+async def test_a_worker_role_without_the_tasks_table_still_starts_and_says_so(
+    queue: Queue,
+    conn: asyncpg.Connection,
+    roles: tuple[str, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """When the start statement fails (here: no INSERT on the tasks table), each step
+    runs alone: the warning names the fix, the registry row is still written, the job
+    runs."""
+    _, role = roles
+    await conn.execute(f'REVOKE INSERT, UPDATE ON {queue.schema}.tasks FROM "{role}"')
+    seen: list[int] = []
+
+    @queue.task(name="startup.revoked")
+    async def revoked() -> None:
+        seen.append(await conn.fetchval(f"SELECT count(*) FROM {queue.schema}.workers"))
+
+    await revoked.enqueue()
+    worker_queue = Queue(queue.dsn, schema=queue.schema, connect_kwargs={"user": role})
+    worker_queue.tasks.update(queue.tasks)
+    with caplog.at_level(logging.WARNING, logger="aiopgq"):
+        await worker_queue.worker().run(burst=True)
+    assert "cannot record its tasks" in caplog.text and "grant_worker" in caplog.text
+    assert seen == [1]
