@@ -19,7 +19,7 @@ from .._context import JobContext, Middleware
 from .._db.statements import Statements
 from .._models import Job, _current_job
 from .._payload import encode_result
-from .._steps import StepRun, Suspended
+from .._steps import LastStep, StepRun, Suspended
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec
 from .failures import fail_now, progress_columns, report_failure, unstorable_result
@@ -126,7 +126,8 @@ class Handlers:
             return
         except asyncio.CancelledError:
             context.stopped = True
-            await _steps_recorded(context)
+            if context.step_run is not None:
+                await _steps_recorded(context)
             if context.committed or settling.stopped(task, job, sink, context):
                 raise
         except BaseException as exc:
@@ -139,7 +140,8 @@ class Handlers:
                     extra={"job_id": job.id, "task": job.task, "queue": job.queue},
                 )
                 return
-            await _steps_recorded(context)  # a retry replays the steps that returned
+            if context.step_run is not None:  # a retry replays the steps that returned
+                await _steps_recorded(context)
             report_failure(task, job, exc, sink, context)
         else:
             steps = context.step_run
@@ -173,24 +175,24 @@ class Handlers:
         context: JobContext,
     ) -> None:
         if context.committed:  # its done is written: nothing left to write
-            if result is not None and task.name not in self._warned:
-                self._warned.add(task.name)
-                logger.warning(
-                    "task %s returned a value after ctx.transaction() committed its job: it "
-                    "is not stored; call ctx.set_result(value) inside the transaction",
-                    task.name,
-                    extra={"job_id": job.id, "task": job.task, "queue": job.queue},
-                )
+            self._returned_after_commit(task, job, result)
             return
         try:
             result_text = encode_result(result)
         except (TypeError, ValueError) as exc:
             fail_now(job, unstorable_result(task, result, exc), sink)
             return
-        if context.progress_value is None:
-            sink.done(job, result_text)
-        else:
-            sink.special(job, "done", result=result_text, **progress_columns(context))
+        _done(job, result_text, sink, context)
+
+    def _returned_after_commit(self, task: TaskSpec, job: Job, result: Any) -> None:
+        if result is not None and task.name not in self._warned:
+            self._warned.add(task.name)
+            logger.warning(
+                "task %s returned a value after ctx.transaction() committed its job: it "
+                "is not stored; call ctx.set_result(value) inside the transaction",
+                task.name,
+                extra={"job_id": job.id, "task": job.task, "queue": job.queue},
+            )
 
     async def _succeeded_after_steps(
         self,
@@ -203,24 +205,35 @@ class Handlers:
     ) -> None:
         """A run with durable steps returned: a step that was its last action goes with the
         done (one batched statement for both); else the steps' rows are written first."""
-        if not context.committed:
-            try:
-                result_text = encode_result(result)
-            except (TypeError, ValueError):
-                pass  # _succeeded fails the job, once the steps are recorded
-            else:
-                last = steps.take_last()
-                if last is not None:
-                    columns = progress_columns(context)
-                    sink.special(job, "done", result=result_text, step=last, **columns)
-                    return
+        if context.committed:
+            await _steps_recorded(context)
+            self._returned_after_commit(task, job, result)
+            return
         try:
-            await steps.settle()
-        except Exception as exc:  # LeaseLost, or the write's connection failed
-            if not context.committed:
+            result_text = encode_result(result)
+        except (TypeError, ValueError) as exc:
+            await _steps_recorded(context)  # the job fails; a retry replays the steps
+            fail_now(job, unstorable_result(task, result, exc), sink)
+            return
+        last = steps.take_last()
+        if last is None:
+            try:
+                await steps.settle()
+            except Exception as exc:  # LeaseLost, or the write's connection failed
                 report_failure(task, job, exc, sink, context)
                 return
-        self._succeeded(task, job, result, sink, context)
+        _done(job, result_text, sink, context, last)
+
+
+def _done(
+    job: Job, result_text: str | None, sink: Sink, context: JobContext, last: LastStep | None = None
+) -> None:
+    """A run returned `result_text`: its done, with its progress and its last step (if
+    any: written in the done's statement)."""
+    if context.progress_value is None and last is None:
+        sink.done(job, result_text)
+    else:
+        sink.special(job, "done", result=result_text, step=last, **progress_columns(context))
 
 
 async def _steps_recorded(context: JobContext) -> None:
