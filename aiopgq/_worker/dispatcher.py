@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
@@ -90,28 +91,38 @@ class Dispatcher:
         run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
         if self._observer is not None or self._handlers is not None:  # per batch: the
             return self._start_extended(rows, target, run)  # loop below stays as it was
-        if rows:
-            self._idle.clear()
         started = []
         instants: dict[float, datetime] = {}
+        loop = asyncio.get_running_loop()
+        eager = _eager_task_maker(loop)
         # The loop's own create_task: asyncio.create_task's wrapper looks the loop up and
         # names the task afterwards, per task; the task factory is the same.
-        create_task = asyncio.get_running_loop().create_task
+        create_task = eager or loop.create_task
         job_tasks = self._job_tasks
         for row in rows:
             job, payload = job_from_claimed_row(row, instants)
             if job.id in job_tasks:
                 # We still run this job: its lease was lost meanwhile (rescued after missed
                 # heartbeats, or cancelled and retried before we heard of it), so that
-                # run's outcome can no longer be written. Stop it; this run replaces it.
+                # run's outcome can no longer be written. Stop it; this run replaces it
+                # (a task that starts at the loop's next turn, never eagerly: the end of
+                # each run, in _run, tells which of the two the dispatcher keeps).
                 self.cancel([job.id])
-            self.running[job.id] = job
-            # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
-            # per-task bookkeeping costs more than a short job itself. Each
-            # task forgets itself as it ends (no done callback: one loop turn less per job).
-            task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-            job_tasks[job.id] = task
+                self.running[job.id] = job
+                task = loop.create_task(
+                    run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
+                )
+            else:
+                self.running[job.id] = job
+                # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
+                # group's per-task bookkeeping costs more than a short job itself. Each
+                # task forgets itself as it ends (no done callback: one loop turn less).
+                task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+            if eager is None or not task.done():  # an eager task may have ended already
+                job_tasks[job.id] = task
             started.append(task)
+        if self.running:  # after the loop: a job that ended eagerly may have set it
+            self._idle.clear()
         return started
 
     def cancel(self, job_ids: Iterable[int]) -> int:
@@ -149,11 +160,10 @@ class Dispatcher:
         job of a task they want run through them): the rows have more columns, the trace
         context (traced) and the checkpoint (handlers), in that order."""
         observer, handlers, traced = self._observer, self._handlers, self._traced
-        if rows:
-            self._idle.clear()
         started = []
         instants: dict[float, datetime] = {}
-        create_task = asyncio.get_running_loop().create_task
+        loop = asyncio.get_running_loop()
+        eager = _eager_task_maker(loop)
         for row in rows:
             job, payload = job_from_claimed_row(row[:9], instants)
             trace = decode_trace_context(row[9]) if traced else None
@@ -161,8 +171,10 @@ class Dispatcher:
             if handlers is not None:
                 checkpoint = row[-1]
                 handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
+            create_task = eager or loop.create_task
             if job.id in self._job_tasks:  # we still run this job: see start()
                 self.cancel([job.id])
+                create_task = loop.create_task
             self.running[job.id] = job
             if observer is None:
                 job_run = run(job, payload, sink, handled, checkpoint)
@@ -171,8 +183,11 @@ class Dispatcher:
                     job, payload, sink, observer, trace, run, handled, checkpoint
                 )
             task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
-            self._job_tasks[job.id] = task
+            if eager is None or not task.done():  # an eager task may have ended already
+                self._job_tasks[job.id] = task
             started.append(task)
+        if self.running:  # after the loop: a job that ended eagerly may have set it
+            self._idle.clear()
         return started
 
     async def _run_observed(
@@ -370,3 +385,21 @@ async def _call_fn(task: TaskSpec, arguments: dict[str, Any]) -> Any:
         return await task.fn(**arguments)
     call = functools.partial(task.fn, **arguments)
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+
+# Python 3.12 and later: a job's task takes its first step at once, inside start(), not
+# at the loop's next turn. A job that never waits ends there (no call_soon, no handle, no
+# turn of the loop); one that waits goes on as any task. Its first step sees itself as
+# the current task (anyio's cancel scopes need that), which no earlier Python offers.
+_EAGER_TASKS = sys.version_info >= (3, 12)
+
+
+def _eager_task_maker(
+    loop: asyncio.AbstractEventLoop,
+) -> Callable[..., asyncio.Task[None]] | None:
+    """create_task for eager tasks, or None: before Python 3.12, or when the loop has a
+    task factory of its own (it makes the tasks as it chooses)."""
+    if not _EAGER_TASKS or loop.get_task_factory() is not None:
+        return None
+    # (typed for Python 3.10, which has no eager_start)
+    return functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]
