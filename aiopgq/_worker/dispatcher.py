@@ -74,6 +74,8 @@ class Dispatcher:
         self.running: dict[int, Job] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        # Inside start(): a job that ends eagerly there leaves the idle flag to start().
+        self._starting = False
         self._stops = stops or StopRequests()
         self._handlers = handlers
         self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
@@ -99,30 +101,32 @@ class Dispatcher:
         # names the task afterwards, per task; the task factory is the same.
         create_task = eager or loop.create_task
         job_tasks = self._job_tasks
-        for row in rows:
-            job, payload = job_from_claimed_row(row, instants)
-            if job.id in job_tasks:
-                # We still run this job: its lease was lost meanwhile (rescued after missed
-                # heartbeats, or cancelled and retried before we heard of it), so that
-                # run's outcome can no longer be written. Stop it; this run replaces it
-                # (a task that starts at the loop's next turn, never eagerly: the end of
-                # each run, in _run, tells which of the two the dispatcher keeps).
-                self.cancel([job.id])
-                self.running[job.id] = job
-                task = loop.create_task(
-                    run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
-                )
-            else:
-                self.running[job.id] = job
-                # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
-                # group's per-task bookkeeping costs more than a short job itself. Each
-                # task forgets itself as it ends (no done callback: one loop turn less).
-                task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-            if eager is None or not task.done():  # an eager task may have ended already
-                job_tasks[job.id] = task
-            started.append(task)
-        if self.running:  # after the loop: a job that ended eagerly may have set it
-            self._idle.clear()
+        self._starting = eager is not None
+        try:
+            for row in rows:
+                job, payload = job_from_claimed_row(row, instants)
+                if job.id in job_tasks:
+                    # We still run this job: its lease was lost meanwhile (rescued after missed
+                    # heartbeats, or cancelled and retried before we heard of it), so that
+                    # run's outcome can no longer be written. Stop it; this run replaces it
+                    # (a task that starts at the loop's next turn, never eagerly: the end of
+                    # each run, in _run, tells which of the two the dispatcher keeps).
+                    self.cancel([job.id])
+                    self.running[job.id] = job
+                    task = loop.create_task(
+                        run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
+                    )
+                else:
+                    self.running[job.id] = job
+                    # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
+                    # group's per-task bookkeeping costs more than a short job itself. Each
+                    # task forgets itself as it ends (no done callback: one loop turn less).
+                    task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+                if eager is None or not task.done():  # an eager task may have ended already
+                    job_tasks[job.id] = task
+                started.append(task)
+        finally:
+            self._settle_idle()
         return started
 
     def cancel(self, job_ids: Iterable[int]) -> int:
@@ -164,30 +168,32 @@ class Dispatcher:
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
         eager = _eager_task_maker(loop)
-        for row in rows:
-            job, payload = job_from_claimed_row(row[:9], instants)
-            trace = decode_trace_context(row[9]) if traced else None
-            checkpoint, handled = None, None
-            if handlers is not None:
-                checkpoint = row[-1]
-                handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
-            create_task = eager or loop.create_task
-            if job.id in self._job_tasks:  # we still run this job: see start()
-                self.cancel([job.id])
-                create_task = loop.create_task
-            self.running[job.id] = job
-            if observer is None:
-                job_run = run(job, payload, sink, handled, checkpoint)
-            else:
-                job_run = self._run_observed(
-                    job, payload, sink, observer, trace, run, handled, checkpoint
-                )
-            task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
-            if eager is None or not task.done():  # an eager task may have ended already
-                self._job_tasks[job.id] = task
-            started.append(task)
-        if self.running:  # after the loop: a job that ended eagerly may have set it
-            self._idle.clear()
+        self._starting = eager is not None
+        try:
+            for row in rows:
+                job, payload = job_from_claimed_row(row[:9], instants)
+                trace = decode_trace_context(row[9]) if traced else None
+                checkpoint, handled = None, None
+                if handlers is not None:
+                    checkpoint = row[-1]
+                    handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
+                create_task = eager or loop.create_task
+                if job.id in self._job_tasks:  # we still run this job: see start()
+                    self.cancel([job.id])
+                    create_task = loop.create_task
+                self.running[job.id] = job
+                if observer is None:
+                    job_run = run(job, payload, sink, handled, checkpoint)
+                else:
+                    job_run = self._run_observed(
+                        job, payload, sink, observer, trace, run, handled, checkpoint
+                    )
+                task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
+                if eager is None or not task.done():  # an eager task may have ended already
+                    self._job_tasks[job.id] = task
+                started.append(task)
+        finally:
+            self._settle_idle()
         return started
 
     async def _run_observed(
@@ -224,6 +230,14 @@ class Dispatcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _settle_idle(self) -> None:
+        """After a batch's loop: idle if no job runs (they may all have ended eagerly)."""
+        self._starting = False
+        if self.running:
+            self._idle.clear()
+        else:
+            self._idle.set()
 
     async def wait_idle(self) -> None:
         """Return when no job is running."""
@@ -304,7 +318,7 @@ class Dispatcher:
                 self.running[job.id] = newest
                 if mine is not None:
                     self._job_tasks[job.id] = mine
-            if not self.running:
+            if not self.running and not self._starting:
                 self._idle.set()
             self._slot_freed()
 
