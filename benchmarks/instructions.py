@@ -57,6 +57,14 @@ def _ints(statement: str, *arrays: list[int]) -> list[Any]:
     return list(arrays)
 
 
+def _results(statement: str, count: int) -> Any:
+    """`count` None results as the statement takes them: a JSON object of the results
+    there are (since the change that sent them so) or a list (an older tree)."""
+    if "::text::jsonb) -> j.id::text" in statement:
+        return "{}"
+    return [None] * count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
     parser.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
@@ -197,7 +205,12 @@ async def measure_drain(
         async def cycle(conn: asyncpg.Connection) -> None:
             ids, attempts = [r["id"] for r in held], [r["attempts"] for r in held]
             held[:] = await conn.fetch(
-                claim, QUEUE, DRAIN_BATCH, "w", *_ints(claim, ids, attempts), [None] * len(ids)
+                claim,
+                QUEUE,
+                DRAIN_BATCH,
+                "w",
+                *_ints(claim, ids, attempts),
+                _results(claim, len(ids)),
             )
             assert len(held) == DRAIN_BATCH
 

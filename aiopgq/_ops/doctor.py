@@ -128,7 +128,7 @@ async def check_claim_plan(conn: Connection, sql: Statements, ops: OpsStatements
             statement = sql.claim(several_queues=several, completing=completing)
             args: list[Any] = [[queue] if several else queue, 100, "aiopgq-doctor"]
             if completing:
-                args += ["{}", "{}", []]  # ids and attempts: array literals (_db/arrays.py)
+                args += ["{}", "{}", "{}"]  # ids, attempts, results: as _db/arrays.py sends
             form = ("several queues" if several else "one queue") + (
                 ", with completions" if completing else ""
             )

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from .._db.arrays import int_array
+from .._db.arrays import aligned_results, int_array, results_object
 from .._db.connection import Connection, close_quietly
 from .._db.statements import Statements
 from .completer import Completer, Outcomes
@@ -132,7 +132,7 @@ class Claims:
                 self._worker_id,
                 int_array(riding.done_ids),
                 int_array(riding.done_attempts),
-                riding.done_results,
+                results_object(riding.done_results),
             )
         else:  # a lighter statement: this is the latency path of an idle worker
             rows = await conn.fetch(self._claim, self._queues_arg, limit, self._worker_id)
@@ -152,7 +152,7 @@ class Claims:
             wait,
             int_array(riding.done_ids),
             int_array(riding.done_attempts),
-            riding.done_results,
+            aligned_results(riding.done_ids, riding.done_results),
             self._key_limits,
         )
         jobs = []

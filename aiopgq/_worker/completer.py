@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import anyio
 import asyncpg
 
-from .._db.arrays import int_array
+from .._db.arrays import int_array, results_object
 from .._db.connection import Connection
 from .._db.outage import Outage
 from .._db.retrying import run_pooled
@@ -41,7 +41,8 @@ class Outcomes:
     def __init__(self) -> None:
         self.done_ids: list[int] = []
         self.done_attempts: list[int] = []
-        self.done_results: list[str | None] = []
+        # (job id, result JSON) of the done jobs that returned something: most do not.
+        self.done_results: list[tuple[int, str]] = []
         self.error_ids: list[int] = []
         self.error_attempts: list[int] = []
         self.error_delays: list[float] = []
@@ -62,7 +63,8 @@ class Outcomes:
     def done(self, job: Job, result: str | None) -> None:
         self.done_ids.append(job.id)
         self.done_attempts.append(job.attempts)
-        self.done_results.append(result)
+        if result is not None:
+            self.done_results.append((job.id, result))
 
     def error(self, job: Job, delay: float, error: str, final: bool) -> None:
         self.error_ids.append(job.id)
@@ -92,7 +94,7 @@ class Outcomes:
                 sql.complete_done,
                 int_array(self.done_ids),
                 int_array(self.done_attempts),
-                self.done_results,
+                results_object(self.done_results),
                 worker_id,
             )
         if self.error_ids:
@@ -166,7 +168,8 @@ class Completer:
         buffer = self._buffer
         buffer.done_ids.append(job.id)
         buffer.done_attempts.append(job.attempts)
-        buffer.done_results.append(result)
+        if result is not None:
+            buffer.done_results.append((job.id, result))
         if self._oldest is None:  # the buffer was empty: so maybe were we (_settled)
             self._oldest = time.monotonic()
             if self._idle.is_set():
@@ -218,12 +221,9 @@ class Completer:
             return
         self._riding = Outcomes()
         if not committed:
-            for job_id, attempt, result in zip(
-                riding.done_ids, riding.done_attempts, riding.done_results, strict=True
-            ):
-                self._buffer.done_ids.append(job_id)
-                self._buffer.done_attempts.append(attempt)
-                self._buffer.done_results.append(result)
+            self._buffer.done_ids.extend(riding.done_ids)
+            self._buffer.done_attempts.extend(riding.done_attempts)
+            self._buffer.done_results.extend(riding.done_results)
             self._flush_requested.set()
         self._settled()
 

@@ -1,6 +1,6 @@
 -- Prepended to a dequeue statement when outcomes ride along: jobs this worker
--- finished ($4 ids, $5 attempts as lease tokens, both as array literals: _db/arrays.py;
--- $6 results as JSON text) are
+-- finished ($4 ids, $5 attempts as lease tokens, both as array literals; $6 the results
+-- of those that returned one, a JSON object by job id: _db/arrays.py) are
 -- marked done by the same statement that claims the next batch, so a busy
 -- worker commits once per batch instead of twice. Worker id is $3. A data-modifying
 -- CTE runs to completion, RETURNING list included, whether the query reads it or
@@ -15,9 +15,10 @@
 -- instructions, measurably: benchmarks/instructions.py.)
 completed AS (
     UPDATE {{schema}}.jobs j
-    SET status = 'done', finished_at = now(), result = o.result::jsonb,
+    SET status = 'done', finished_at = now(),
+        result = CASE WHEN $6::text <> '{}' THEN (SELECT $6::text::jsonb) -> j.id::text END,
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
-    FROM unnest($4::text::bigint[], $5::text::int[], $6::text[]) AS o(id, attempt, result)
+    FROM unnest($4::text::bigint[], $5::text::int[]) AS o(id, attempt)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
         CASE WHEN j.metadata ? 'dependents'

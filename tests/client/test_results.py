@@ -207,3 +207,30 @@ async def test_a_pickled_job_leaves_its_queue_behind(queue: Queue) -> None:
     assert copied == job
     with pytest.raises(RuntimeError, match=r"use `await queue.result\(\d+\)`"):
         await copied.wait()
+
+
+async def test_a_batch_mixing_results_and_none_stores_each_jobs_own(queue: Queue) -> None:
+    """Done jobs are written a batch at a time, their results as one JSON object by job
+    id (aiopgq/_db/arrays.py): each job gets its own value, None stays NULL, and values
+    that JSON escapes come back as they were returned."""
+    values: list[object] = [
+        None,
+        'a "quoted" \\ back\\slash',
+        {"nested": [1, 2.5, {"deep": None}], "ünïcødé": "✓"},
+        0,
+        "",
+        [None],
+        False,
+        None,
+    ]
+
+    @queue.task(name="r.value")
+    async def value(i: int) -> object:
+        return values[i % len(values)]
+
+    jobs = [await value.enqueue(i) for i in range(5 * len(values))]
+    await queue.worker(concurrency=len(jobs)).run(burst=True)  # one claim, one batch
+    for i, job in enumerate(jobs):
+        done = await queue.get_job(job.id)
+        assert done.status is JobStatus.DONE
+        assert done.result == values[i % len(values)], i

@@ -65,7 +65,7 @@ async def test_dequeue_uses_the_partial_index_with_many_done_rows(
             statement = queue.sql.claim(several_queues=several, completing=completing)
             args = [["default", "other"] if several else "default", 100, "w"]
             if completing:
-                args += ["{}", "{}", []]  # ids and attempts: array literals
+                args += ["{}", "{}", "{}"]  # ids, attempts, results: as _db/arrays.py
             plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args))
             nodes = list(_plan_nodes(plan[0]["Plan"]))
             kinds = {node["Node Type"] for node in nodes}
@@ -120,7 +120,7 @@ async def test_heartbeat_skips_rows_whose_outcome_is_being_written(dsn: str, que
         assert sorted(r["id"] for r in claimed) == ids
         writing = completer.transaction()
         await writing.start()
-        await completer.execute(queue.sql.complete_done, f"{{{ids[1]}}}", "{1}", [None], "w")
+        await completer.execute(queue.sql.complete_done, f"{{{ids[1]}}}", "{1}", "{}", "w")
         # ids[1] is locked by the completer's open write: the heartbeat must not wait.
         row = await heartbeat.fetchrow(queue.sql.heartbeat, ids, "w", timeout=5)
         # The locked row is skipped: neither renewed nor lost (its lease counts on).
@@ -130,7 +130,7 @@ async def test_heartbeat_skips_rows_whose_outcome_is_being_written(dsn: str, que
             queue.sql.heartbeat_progress, ids, "w", ids, [1, 1], [0.5, 0.5], [None, None], timeout=5
         )
         assert (row["renewed"], row["lost"], row["cancelled"]) == ([ids[0]], [], [])
-        await completer.execute(queue.sql.complete_done, f"{{{ids[0]}}}", "{1}", [None], "w")
+        await completer.execute(queue.sql.complete_done, f"{{{ids[0]}}}", "{1}", "{}", "w")
         await writing.commit()
         done = await heartbeat.fetchval(
             f"""SELECT count(*) FROM "{queue.schema}".jobs WHERE status = 'done'"""

@@ -85,7 +85,7 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
                     worker,
                     int_array([job_id]),
                     int_array([job.attempts]),
-                    [None],
+                    "{}",
                 )
             )
             job.status, job.owner = "done", None
@@ -119,10 +119,10 @@ def make_machine(dsn: str, schema: str) -> type[RuleBasedStateMachine]:
         def _write(self, worker: str, job_id: int, attempt: int, outcome: str) -> None:
             ids, attempts = int_array([job_id]), int_array([attempt])
             if outcome == "done":
-                run(conn.execute(sql.complete_done, ids, attempts, [None], worker))
+                run(conn.execute(sql.complete_done, ids, attempts, "{}", worker))
             elif outcome == "ride":  # a done outcome on a dequeue that claims nothing
                 ride = sql.claim(several_queues=True, completing=True)
-                run(conn.fetch(ride, ["default"], 0, worker, ids, attempts, [None]))
+                run(conn.fetch(ride, ["default"], 0, worker, ids, attempts, "{}"))
             elif outcome == "release":
                 run(conn.execute(sql.release, [job_id], [attempt], worker, schema))
             else:
