@@ -92,18 +92,10 @@ async def _pass(
     retention: Mapping[str, float],
     timers_ahead: float,
 ) -> tuple[int, int]:
-    rescued = pruned = 0
-    while True:
-        rows = await _rescue_batch(conn, sql, visibility_timeout)
-        if rows is None:
-            return rescued, pruned  # another worker leads
-        for row in rows:
-            _log_rescued(row)
-        rescued += len(rows)
-        if len(rows) < _BATCH:
-            break
-    if not await _housekeeping(conn, sql, timers_ahead):
-        return rescued, pruned
+    pruned = 0
+    rescued, leading = await _housekeeping(conn, sql, visibility_timeout, timers_ahead)
+    if not leading:
+        return rescued, pruned  # another worker leads
     counts = await _prune(conn, sql, retention)
     for status, count in counts.items():
         if count:
@@ -180,22 +172,33 @@ async def _rescue_batch(
     async with _leading(conn, sql) as leader:
         if not leader:
             return None
-        rows = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
-        for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
-            await conn.execute("SELECT pg_notify($1, $2)", sql.channel, queue)
+        return await _rescue(conn, sql, visibility_timeout)
+
+
+async def _rescue(
+    conn: Connection, sql: Statements, visibility_timeout: float
+) -> list[asyncpg.Record]:
+    """Up to _BATCH expired leases made pending (or failed), their queues woken: inside
+    the leader's transaction."""
+    rows: list[asyncpg.Record] = await conn.fetch(sql.rescue, visibility_timeout, _BATCH)
+    for queue in {row["queue"] for row in rows if row["status"] == "pending"}:
+        await conn.execute("SELECT pg_notify($1, $2)", sql.channel, queue)
     return rows
 
 
-async def _housekeeping(conn: Connection, sql: Statements, timers_ahead: float) -> bool:
+async def _housekeeping(
+    conn: Connection, sql: Statements, visibility_timeout: float, timers_ahead: float
+) -> tuple[int, bool]:
     """The pass's small tasks in one transaction (each commit of a pass counts, every
-    interval): expire the registry rows of workers that stopped beating (presence.py),
-    delete one batch of emitted events past their retention, make the suspended jobs due
-    within `timers_ahead` seconds pending (more batches after, if the first was full),
-    and ANALYZE jobs when it outgrew its statistics (statistics_outgrown.sql), alone.
-    False if another worker leads."""
+    interval): rescue a batch of expired leases, expire the registry rows of workers that
+    stopped beating (presence.py), delete one batch of emitted events past their
+    retention, make the suspended jobs due within `timers_ahead` seconds pending. Then,
+    each alone, more batches of what filled its batch, and ANALYZE jobs when it outgrew
+    its statistics (statistics_outgrown.sql). Returns (jobs rescued, still leading)."""
     async with _leading(conn, sql) as leader:
         if not leader:
-            return False
+            return 0, False
+        rows = await _rescue(conn, sql, visibility_timeout)
         gone = await conn.fetch(sql.expire_workers, EXPIRE_AFTER_BEATS)
         await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
         promoted = await conn.fetchval(sql.promote_timers, timers_ahead, _BATCH, column=1)
@@ -207,18 +210,31 @@ async def _housekeeping(conn: Connection, sql: Statements, timers_ahead: float) 
             EXPIRE_AFTER_BEATS,
             extra={"worker": row["id"]},
         )
-    while promoted >= _BATCH:  # every timer due was not done with: there may be more
+    rescued = _rescued(rows)
+    while len(rows) >= _BATCH:  # every expired lease was not done with: there may be more
+        more = await _rescue_batch(conn, sql, visibility_timeout)
+        if more is None:
+            return rescued, False
+        rows = more
+        rescued += _rescued(rows)
+    while promoted >= _BATCH:  # likewise the timers due
         async with _leading(conn, sql) as leader:
             if not leader:
-                return False
+                return rescued, False
             promoted = await conn.fetchval(sql.promote_timers, timers_ahead, _BATCH, column=1)
     if outgrown:
         async with _leading(conn, sql) as leader:
             if not leader:
-                return False
+                return rescued, False
             await conn.execute(sql.analyze_jobs)
         logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
-    return True
+    return rescued, True
+
+
+def _rescued(rows: list[asyncpg.Record]) -> int:
+    for row in rows:
+        _log_rescued(row)
+    return len(rows)
 
 
 async def _lead(conn: Connection, sql: Statements) -> bool:

@@ -12,10 +12,11 @@ import os
 import signal
 import time
 import zlib
+from datetime import timedelta
 
 import asyncpg
 
-from aiopgq import JobStatus, Queue
+from aiopgq import JobContext, JobStatus, Queue
 
 from ..support.cli import cli
 from ..support.helpers import eventually
@@ -114,3 +115,36 @@ async def test_leader_killed_mid_batch_is_replaced_within_one_interval(
     assert took < INTERVAL + 2.0, f"the lost leader was replaced after {took:.2f} s"
     final = await queue.get_job(orphan.id)
     assert (final.status, final.attempts) == (JobStatus.DONE, 2)
+
+
+async def test_a_pass_rescues_and_promotes_timers_in_one_transaction(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    """The first rescue batch rides the pass's housekeeping transaction (expired workers,
+    events, timers): one commit where a pass made two, every interval."""
+
+    @queue.task(name="leader.sleeper", queue="sleepers")
+    async def sleeper(ctx: JobContext) -> None:
+        await ctx.sleep(timedelta(minutes=30))
+
+    slept = await sleeper.enqueue()
+    await queue.worker(queues=["sleepers"]).run(burst=True)
+    assert (await queue.get_job(slept.id)).status is JobStatus.WAITING  # with a timer
+    orphan = await queue.enqueue("leader.sleeper", {}, queue="orphans")
+    await conn.execute(
+        f"UPDATE \"{queue.schema}\".jobs SET status = 'running', attempts = 1, "
+        "locked_by = 'gone:1:dead', heartbeat_at = now() - interval '1 hour' WHERE id = $1",
+        orphan.id,
+    )
+    # A leader that passes every 20 minutes looks 40 ahead; it claims from neither queue.
+    async with queue.worker(queues=["elsewhere"], maintenance_interval=1200):
+
+        async def both_pending() -> bool:
+            jobs = [await queue.get_job(job_id) for job_id in (slept.id, orphan.id)]
+            return all(job.status is JobStatus.PENDING for job in jobs)
+
+        await eventually(both_pending, within=20)
+    xmins = await conn.fetch(
+        f'SELECT xmin::text FROM "{queue.schema}".jobs WHERE id = ANY($1)', [slept.id, orphan.id]
+    )
+    assert len({row[0] for row in xmins}) == 1
