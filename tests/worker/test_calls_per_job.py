@@ -11,13 +11,17 @@ count, lower the ceiling with it; when a change must raise it, say why in the co
 
 from __future__ import annotations
 
+import sys
+
 from benchmarks.calls import count_calls
 
 JOBS = 5_000
-# 48.5 calls per job here (fixed costs of the worker's start and stop included); 55.3-56.1
-# before ids and attempts went to the hot statements as array literals (_db/arrays.py) and
-# the claimed Job and a None result were written out in the dispatcher's path.
-CEILING = 51.5
+# 47.2 calls per job here on Python 3.11 (fixed costs of the worker's start and stop
+# included); 48.5 before the results went as one JSON array (_db/arrays.py), 55.3-56.1
+# before ids and attempts went as array literals and the claimed Job and a None result
+# were written out in the dispatcher's path. Python 3.12 and later start each job's task
+# eagerly (dispatcher.py): 32.3-32.6 there (.ci/run runs this test on one where it can).
+CEILING = 50.0 if sys.version_info < (3, 12) else 35.5
 
 
 async def test_a_burst_drain_stays_under_its_calls_per_job(dsn: str) -> None:
