@@ -59,6 +59,9 @@ class Presence:
             interval=heartbeat_interval,
             outage=outage,
         )
+        # Our row was written (by a beat, or by the start statement: startup.py): leave()
+        # deletes it. A start refused before (SchemaError) has nothing to delete.
+        self.listed = False
 
     async def beat(self) -> None:
         """Record this worker as alive now (also its first registration)."""
@@ -69,6 +72,7 @@ class Presence:
             # before schema version 13 may lack the table; the log says so once).
             self._backoff.failed(exc, retry_any=True)
         else:
+            self.listed = True
             self._backoff.succeeded()
 
     async def _register(self, conn: Connection) -> None:
@@ -76,6 +80,8 @@ class Presence:
 
     async def leave(self) -> None:
         """Stopping cleanly: delete our row (bounded; shielded from cancellation)."""
+        if not self.listed:
+            return
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             try:
                 async with self._pool.acquire() as conn:

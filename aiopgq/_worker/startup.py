@@ -59,6 +59,7 @@ async def start_worker(
     refused = migrations.version_refused(sql.schema, row["current"])
     if refused is not None:
         raise refused  # nothing was written (worker_start.sql)
+    presence.listed = True
     pauses.learned(row["paused"], row["limited"])
 
 

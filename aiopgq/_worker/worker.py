@@ -347,12 +347,6 @@ class Worker:
         self._fetcher, self._dispatcher, self._listener = fetcher, dispatcher, listener
         if self._stop_requested:
             fetcher.stop()
-        logger.info(
-            "worker %s started on queues %s",
-            self.id,
-            ",".join(self.queues),
-            extra={"worker": self.id, "queues": self.queues},
-        )
 
         async with anyio.create_task_group() as services:
             if listener is not None:  # connects while the fetcher's connection is made
@@ -366,6 +360,12 @@ class Worker:
                     await listener.connected.wait()
             # Listed in the registry from the start, not from the first heartbeat.
             await start_worker(pool, sql, self.queue.tasks, presence, pauses)
+            logger.info(
+                "worker %s started on queues %s",
+                self.id,
+                ",".join(self.queues),
+                extra={"worker": self.id, "queues": self.queues},
+            )
             await prepare_key_limits(pool, sql, key_limits, self.id)
             services.start_soon(completer.run)
             beat = (pool, sql, self.id, held_ids, self.heartbeat_interval, dispatcher.cancel)

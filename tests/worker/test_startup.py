@@ -11,7 +11,7 @@ import time
 import asyncpg
 import pytest
 
-from aiopgq import Queue
+from aiopgq import Queue, SchemaError
 
 from ..support.proxy import Proxy
 
@@ -110,3 +110,20 @@ async def test_a_worker_role_without_the_tasks_table_still_starts_and_says_so(
         await worker_queue.worker().run(burst=True)
     assert "cannot record its tasks" in caplog.text and "grant_worker" in caplog.text
     assert seen == [1]
+
+
+async def test_a_worker_refused_by_the_schema_logs_no_start_and_leaves_nothing(
+    queue: Queue, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The schema check is in the start statement now: a refused start raises SchemaError
+    as before, says nothing of having started and deletes no registry row it never wrote."""
+
+    @queue.task(name="startup.refused")
+    async def refused() -> None: ...
+
+    await conn.execute(f'INSERT INTO "{queue.schema}".schema_version VALUES (999)')
+    with caplog.at_level(logging.INFO, logger="aiopgq"), pytest.raises(SchemaError):
+        await queue.worker().run(burst=True)
+    assert "started on queues" not in caplog.text
+    assert "could not leave" not in caplog.text
+    assert await conn.fetchval(f'SELECT count(*) FROM "{queue.schema}".tasks') == 0
