@@ -1,7 +1,7 @@
 """Archive: the partitioned layout's share of a maintenance pass (move, extend, drop).
 
-In the plain layout a pass reads one small row here and stops. See
-sql/functions/archive.sql for the layout and why it exists.
+In the plain layout a pass stops at its state row (one small read, in the pass's first
+transaction). See sql/functions/archive.sql for the layout and why it exists.
 """
 
 from __future__ import annotations
@@ -28,11 +28,16 @@ Leading = Callable[[Connection, Statements], AbstractAsyncContextManager[bool]]
 
 
 async def archive_pass(
-    conn: Connection, sql: Statements, retention: Mapping[str, float], leading: Leading
+    conn: Connection,
+    sql: Statements,
+    retention: Mapping[str, float],
+    leading: Leading,
+    state: asyncpg.Record | None,
 ) -> tuple[int, int]:
     """Move the finished rows due for the archive, make partitions ahead, drop the expired
-    ones (those of statuses in `retention`); returns (rows moved, partitions dropped)."""
-    state = await conn.fetchrow(sql.archive_state)
+    ones (those of statuses in `retention`); returns (rows moved, partitions dropped).
+    `state` is sql/maintain/archive_state.sql's row, read in the pass's first transaction
+    (maintenance.py: no commit of its own)."""
     if state is None or (not state["enabled"] and not state["statuses"]):
         return 0, 0  # the plain layout
     moved = 0
