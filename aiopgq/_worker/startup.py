@@ -53,7 +53,11 @@ async def start_worker(
         row = await run_pooled(pool, start)
     except Exception as exc:
         logger.debug("the start statement failed (%s): one step at a time", exc)
-        await _step_by_step(pool, sql, tasks, presence, pauses)
+        async with pool.acquire() as conn:
+            await migrations.check_version(conn, sql.schema)
+        await register_tasks(pool, sql, tasks, presence.row[0])
+        await presence.beat()
+        await pauses.refresh(pool)
         return
     assert row is not None  # aggregates without GROUP BY: always one row
     refused = migrations.version_refused(sql.schema, row["current"])
@@ -61,17 +65,3 @@ async def start_worker(
         raise refused  # nothing was written (worker_start.sql)
     presence.listed = True
     pauses.learned(row["paused"], row["limited"])
-
-
-async def _step_by_step(
-    pool: asyncpg.Pool,
-    sql: Statements,
-    tasks: Mapping[str, TaskSpec],
-    presence: Presence,
-    pauses: Pauses,
-) -> None:
-    async with pool.acquire() as conn:
-        await migrations.check_version(conn, sql.schema)
-    await register_tasks(pool, sql, tasks, presence.row[0])
-    await presence.beat()
-    await pauses.refresh(pool)
