@@ -93,8 +93,8 @@ async def _pass(
     timers_ahead: float,
 ) -> tuple[int, int]:
     pruned = 0
-    rescued, archive = await _housekeeping(conn, sql, visibility_timeout, timers_ahead)
-    if archive is None:
+    rescued, leading, archive = await _housekeeping(conn, sql, visibility_timeout, timers_ahead)
+    if not leading:
         return rescued, pruned  # another worker leads
     counts = await _prune(conn, sql, retention)
     for status, count in counts.items():
@@ -188,17 +188,17 @@ async def _rescue(
 
 async def _housekeeping(
     conn: Connection, sql: Statements, visibility_timeout: float, timers_ahead: float
-) -> tuple[int, asyncpg.Record | None]:
+) -> tuple[int, bool, asyncpg.Record | None]:
     """The pass's small tasks in one transaction (each commit of a pass counts, every
     interval): rescue a batch of expired leases, expire the registry rows of workers that
     stopped beating (presence.py), delete one batch of emitted events past their
     retention, make the suspended jobs due within `timers_ahead` seconds pending, read
     the archive's state (archive.py). Then, each alone, more batches of what filled its
     batch, and ANALYZE jobs when it outgrew its statistics (statistics_outgrown.sql).
-    Returns the jobs rescued and the archive state; None for it if another worker leads."""
+    Returns the jobs rescued, whether this worker still leads, and the archive state."""
     async with _leading(conn, sql) as leader:
         if not leader:
-            return 0, None
+            return 0, False, None
         rows = await _rescue(conn, sql, visibility_timeout)
         gone = await conn.fetch(sql.expire_workers, EXPIRE_AFTER_BEATS)
         await conn.fetchval(sql.prune_events, EVENT_RETENTION, _BATCH)
@@ -216,21 +216,21 @@ async def _housekeeping(
     while len(rows) >= _BATCH:  # every expired lease was not done with: there may be more
         more = await _rescue_batch(conn, sql, visibility_timeout)
         if more is None:
-            return rescued, None
+            return rescued, False, archive
         rows = more
         rescued += _rescued(rows)
     while promoted >= _BATCH:  # likewise the timers due
         async with _leading(conn, sql) as leader:
             if not leader:
-                return rescued, None
+                return rescued, False, archive
             promoted = await conn.fetchval(sql.promote_timers, timers_ahead, _BATCH, column=1)
     if outgrown:
         async with _leading(conn, sql) as leader:
             if not leader:
-                return rescued, None
+                return rescued, False, archive
             await conn.execute(sql.analyze_jobs)
         logger.info("analyzed %s.jobs: it had outgrown its statistics", sql.schema)
-    return rescued, archive
+    return rescued, True, archive
 
 
 def _rescued(rows: list[asyncpg.Record]) -> int:
