@@ -105,6 +105,7 @@ class Dispatcher:
         try:
             for row in rows:
                 job, payload = job_from_claimed_row(row, instants)
+                make = create_task
                 if job.id in job_tasks:
                     # We still run this job: its lease was lost meanwhile (rescued after missed
                     # heartbeats, or cancelled and retried before we heard of it), so that
@@ -112,16 +113,12 @@ class Dispatcher:
                     # (a task that starts at the loop's next turn, never eagerly: the end of
                     # each run, in _run, tells which of the two the dispatcher keeps).
                     self.cancel([job.id])
-                    self.running[job.id] = job
-                    task = loop.create_task(
-                        run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
-                    )
-                else:
-                    self.running[job.id] = job
-                    # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
-                    # group's per-task bookkeeping costs more than a short job itself. Each
-                    # task forgets itself as it ends (no done callback: one loop turn less).
-                    task = create_task(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
+                    make = loop.create_task
+                self.running[job.id] = job
+                # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
+                # per-task bookkeeping costs more than a short job itself. Each task
+                # forgets itself as it ends (no done callback: one loop turn less per job).
+                task = make(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
                 if eager is None or not task.done():  # an eager task may have ended already
                     job_tasks[job.id] = task
                 started.append(task)
@@ -168,6 +165,7 @@ class Dispatcher:
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
         eager = _eager_task_maker(loop)
+        create_task = eager or loop.create_task
         self._starting = eager is not None
         try:
             for row in rows:
@@ -177,10 +175,10 @@ class Dispatcher:
                 if handlers is not None:
                     checkpoint = row[-1]
                     handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
-                create_task = eager or loop.create_task
+                make = create_task
                 if job.id in self._job_tasks:  # we still run this job: see start()
                     self.cancel([job.id])
-                    create_task = loop.create_task
+                    make = loop.create_task
                 self.running[job.id] = job
                 if observer is None:
                     job_run = run(job, payload, sink, handled, checkpoint)
@@ -188,7 +186,7 @@ class Dispatcher:
                     job_run = self._run_observed(
                         job, payload, sink, observer, trace, run, handled, checkpoint
                     )
-                task = create_task(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
+                task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
                 if eager is None or not task.done():  # an eager task may have ended already
                     self._job_tasks[job.id] = task
                 started.append(task)
