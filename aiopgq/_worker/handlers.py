@@ -127,7 +127,7 @@ class Handlers:
         except asyncio.CancelledError:
             context.stopped = True
             if context.step_run is not None:
-                await _steps_recorded(context)
+                await _steps_recorded(context.step_run, context)
             if context.committed or settling.stopped(task, job, sink, context):
                 raise
         except BaseException as exc:
@@ -141,7 +141,7 @@ class Handlers:
                 )
                 return
             if context.step_run is not None:  # a retry replays the steps that returned
-                await _steps_recorded(context)
+                await _steps_recorded(context.step_run, context)
             report_failure(task, job, exc, sink, context)
         else:
             steps = context.step_run
@@ -206,13 +206,13 @@ class Handlers:
         """A run with durable steps returned: a step that was its last action goes with the
         done (one batched statement for both); else the steps' rows are written first."""
         if context.committed:
-            await _steps_recorded(context)
+            await _steps_recorded(steps, context)
             self._returned_after_commit(task, job, result)
             return
         try:
             result_text = encode_result(result)
         except (TypeError, ValueError) as exc:
-            await _steps_recorded(context)  # the job fails; a retry replays the steps
+            await _steps_recorded(steps, context)  # the job fails; a retry replays them
             fail_now(job, unstorable_result(task, result, exc), sink)
             return
         last = steps.take_last()
@@ -236,12 +236,9 @@ def _done(
         sink.special(job, "done", result=result_text, step=last, **progress_columns(context))
 
 
-async def _steps_recorded(context: JobContext) -> None:
+async def _steps_recorded(steps: StepRun, context: JobContext) -> None:
     """Wait for the row of a step that returned before the run ended otherwise; what its
     write met does not change how the run ended (a lost lease fences the outcome too)."""
-    steps = context.step_run
-    if steps is None:
-        return
     try:
         await steps.settle()
     except Exception as exc:
