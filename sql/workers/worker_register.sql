@@ -4,10 +4,5 @@
 -- Committed without waiting for the WAL flush (as register_tasks.sql): the first claim
 -- waits for the first of these, and a row a crash loses is written by the next beat.
 WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)),
-args AS (
-    SELECT $1::text AS worker_id, $2::text AS host, $3::integer AS pid, $4::text[] AS queues,
-           $5::integer AS concurrency, $6::text AS version,
-           $7::double precision AS heartbeat_interval
-    FROM unflushed
-)
+args AS (SELECT {{> workers/registry_args.sql}} FROM unflushed)
 {{> workers/registry_upsert.sql}};

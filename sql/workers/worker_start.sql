@@ -9,9 +9,8 @@ unflushed AS (
     SELECT set_config('synchronous_commit', 'off', true) FROM version WHERE current = $9
 ),
 args AS (
-    SELECT $1::text AS worker_id, $2::text AS host, $3::integer AS pid, $4::text[] AS queues,
-           $5::integer AS concurrency, $6::text AS version,
-           $7::double precision AS heartbeat_interval, $8::text::jsonb AS tasks
+    SELECT {{> workers/registry_args.sql}},
+           $8::text::jsonb AS tasks
     FROM unflushed
 ),
 recorded AS ({{> workers/tasks_upsert.sql}}),
