@@ -39,7 +39,11 @@ HERE = Path(__file__).resolve()
 
 
 async def child(dsn: str, jobs: int, drain: bool) -> None:
-    """Enqueue `jobs` no-op jobs in a fresh schema and, with `drain`, drain them."""
+    """Enqueue `jobs` no-op jobs in a fresh schema and, with `drain`, drain them.
+
+    The set-up of benchmarks/calls.py, written out: the child runs by path against
+    another tree's aiopgq, and imports nothing from this benchmarks package (an older
+    tree's would shadow it)."""
     schema = f"wi_{uuid.uuid4().hex[:10]}"
     queue = Queue(dsn, schema=schema)
     await queue.migrate()
