@@ -7,7 +7,7 @@ poll interval, whichever comes first. Wake-ups are hints: the claim decides.
 
 While jobs keep coming (a non-empty batch), the fetcher looks again after
 `recheck_interval` instead of sleeping; while they come faster than its claims
-(busy batches), it is also awake: producers skip their NOTIFY (see awake.py).
+(see awake.py's BUSY_RATE), it is also awake: producers skip their NOTIFY (see awake.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from anyio.abc import TaskGroup
 
 from .._db.outage import Outage
 from .._db.transient import Backoff, never_sent
-from .awake import BUSY_BATCH, AwakeRole
+from .awake import AwakeRole
 from .claims import Claims
 from .completer import Completer
 from .dispatcher import Dispatcher
@@ -105,8 +105,7 @@ class Fetcher:
                 await self._wait_progress()
                 continue
             if rows and self._recheck_interval > 0:
-                if len(rows) < BUSY_BATCH:
-                    await self._awake.quieter(drains)
+                await self._awake.quieter(drains)
                 await self._wakeups.sleep(self._recheck_interval)  # more are likely coming
                 continue
             await self._awake.go_idle(drains)

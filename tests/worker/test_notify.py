@@ -7,9 +7,21 @@ import time
 
 import anyio
 import asyncpg
+import pytest
 
 from aiopgq import Queue
-from aiopgq._worker.awake import BUSY_BATCH
+from aiopgq._worker import awake as awake_role
+
+# Jobs per enqueue_many in the tests of the skip protocol itself, where any claim that
+# finds jobs makes the worker busy (busy_at_any_rate).
+BUSY_BATCH = 2
+
+
+@pytest.fixture
+def busy_at_any_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that claims any jobs counts as busy: these tests are about what happens
+    while it is awake, not about the rate that makes it so."""
+    monkeypatch.setattr(awake_role, "BUSY_RATE", 0.0)
 
 from ..support.helpers import eventually
 
@@ -129,7 +141,7 @@ async def test_no_notify_while_a_worker_advertises_it_is_awake(
 
 
 async def test_job_skipped_while_worker_awake_starts_when_the_worker_goes_idle(
-    dsn: str, queue: Queue
+    dsn: str, queue: Queue, busy_at_any_rate: None
 ) -> None:
     started: dict[int, float] = {}
 
@@ -167,7 +179,7 @@ async def test_job_skipped_while_worker_awake_starts_when_the_worker_goes_idle(
 
 
 async def test_worker_woken_by_a_poll_still_catches_producers_that_skipped(
-    dsn: str, queue: Queue
+    dsn: str, queue: Queue, busy_at_any_rate: None
 ) -> None:
     """The drain on going idle covers skips even when no NOTIFY ever reached the worker."""
     started: dict[int, float] = {}
@@ -202,27 +214,54 @@ async def test_a_worker_finding_one_job_at_a_time_leaves_producers_notifying(
     queue: Queue,
 ) -> None:
     """At a modest rate a NOTIFY wakes the worker at once, where being awake would mean
-    looking again every recheck interval: only busy batches make it advertise."""
+    looking again every recheck interval: only jobs coming faster than BUSY_RATE make it
+    advertise, even when they come in twos."""
     started: list[float] = []
 
     @queue.task(name="trickle")
     async def trickle(n: int) -> None:
         started.append(time.monotonic())
-        if n >= 10:  # the busy batch: running, so the worker stays awake until they end
-            await asyncio.sleep(1.0)  # (no-op jobs ended within the 2 ms between looks)
 
     # Rechecks 30 s apart: a job that skipped its NOTIFY would wait for one.
     worker = queue.worker(poll_interval=30, recheck_interval=30)
     async with worker:
         assert worker.listener is not None
-        for n in range(5):
+        for n in range(10):
             enqueued = time.monotonic()
-            await trickle.enqueue(n)
-            await eventually(lambda n=n: len(started) == n + 1, within=10, every=0.002)
+            if n % 2:
+                await trickle.enqueue(n)
+            else:
+                await trickle.enqueue_many([{"n": n}, {"n": n + 100}])
+            expected = len(started) + (1 if n % 2 else 2)
+            await eventually(lambda: len(started) == expected, within=10, every=0.002)
             assert started[-1] - enqueued < 5  # woken by its NOTIFY, not a recheck
             assert not worker.listener.awake
-        await trickle.enqueue_many([{"n": 10 + i} for i in range(BUSY_BATCH)])
-        await eventually(lambda: worker.listener.awake, within=10, every=0.002)
+
+
+async def test_a_worker_claiming_faster_than_the_busy_rate_lets_producers_skip_notify(
+    queue: Queue,
+) -> None:
+    """Jobs coming far faster than BUSY_RATE (a producer looping over enqueue_many):
+    the worker advertises that it is awake, and goes idle again once they stop."""
+    done: list[int] = []
+
+    @queue.task(name="stream")
+    async def stream(n: int) -> None:
+        done.append(n)
+
+    worker = queue.worker(poll_interval=30, concurrency=100)
+    seen_awake = False
+    async with worker:
+        assert worker.listener is not None
+        n = 0
+        deadline = time.monotonic() + 20
+        while not seen_awake and time.monotonic() < deadline:
+            await stream.enqueue_many([{"n": n + i} for i in range(50)])
+            n += 50
+            seen_awake = worker.listener.awake
+        assert seen_awake, f"{n} jobs enqueued in a loop never made the worker busy"
+        await eventually(lambda: len(done) == n, within=20)
+        await eventually(lambda: not worker.listener.awake, within=10)
 
 
 async def test_bulk_enqueues_notify_once_per_batch_and_not_while_a_worker_is_awake(
