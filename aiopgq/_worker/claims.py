@@ -83,9 +83,10 @@ class Claims:
         self.more = False
 
     async def claim(
-        self, conn: Connection, limit: int, *, held: bool = False
+        self, conn: Connection, limit: int, *, held: bool = False, ride: bool = True
     ) -> list[asyncpg.Record]:
-        """Claim up to `limit` jobs on `conn` (committing the `done`s riding along).
+        """Claim up to `limit` jobs on `conn`, committing the `done`s riding along unless
+        not `ride` (the completer writes them: see awake.py's BUSY_RATE).
         `held`: in a transaction held for the batch (holding.py), which would keep a
         limited queue's lock as long: skip a queue whose lock a peer holds, do not wait."""
         if self._resuming:
@@ -103,7 +104,7 @@ class Claims:
         if self._queues_arg is None and not self._limited:
             return []  # every queue is paused
         self.count += 1
-        riding = self._completer.take_done()
+        riding = self._completer.take_done() if ride else Outcomes()
         sent = time.monotonic()  # the leases of the jobs claimed start after this
         try:
             if self._limited:

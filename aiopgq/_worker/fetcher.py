@@ -80,7 +80,8 @@ class Fetcher:
             self._wakeups.clear()
             self._wakeups.clear_progress()  # a job ending from now on may be waited for
             try:
-                rows = await self._claims.claim(await self._claims.connection(), free)
+                conn = await self._claims.connection()
+                rows = await self._claims.claim(conn, free, ride=self._awake.busy)
             except Exception as exc:
                 await self._claims.drop_connection()
                 delay = self._backoff.failed(exc)  # raises what no retry can cure

@@ -12,6 +12,8 @@ import pytest
 from aiopgq import Queue
 from aiopgq._worker import awake as awake_role
 
+from ..support.helpers import eventually
+
 # Jobs per enqueue_many in the tests of the skip protocol itself, where any claim that
 # finds jobs makes the worker busy (busy_at_any_rate).
 BUSY_BATCH = 2
@@ -22,8 +24,6 @@ def busy_at_any_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker that claims any jobs counts as busy: these tests are about what happens
     while it is awake, not about the rate that makes it so."""
     monkeypatch.setattr(awake_role, "BUSY_RATE", 0.0)
-
-from ..support.helpers import eventually
 
 
 async def listen(conn: asyncpg.Connection, channel: str) -> list[str]:
@@ -233,7 +233,7 @@ async def test_a_worker_finding_one_job_at_a_time_leaves_producers_notifying(
             else:
                 await trickle.enqueue_many([{"n": n}, {"n": n + 100}])
             expected = len(started) + (1 if n % 2 else 2)
-            await eventually(lambda: len(started) == expected, within=10, every=0.002)
+            await eventually(lambda e=expected: len(started) == e, within=10, every=0.002)
             assert started[-1] - enqueued < 5  # woken by its NOTIFY, not a recheck
             assert not worker.listener.awake
 
