@@ -227,12 +227,12 @@ async def test_a_worker_finding_one_job_at_a_time_leaves_producers_notifying(
     async with worker:
         assert worker.listener is not None
         for n in range(10):
+            expected = len(started) + (1 if n % 2 else 2)  # before: they may start at once
             enqueued = time.monotonic()
             if n % 2:
                 await trickle.enqueue(n)
             else:
                 await trickle.enqueue_many([{"n": n}, {"n": n + 100}])
-            expected = len(started) + (1 if n % 2 else 2)
             await eventually(lambda e=expected: len(started) == e, within=10, every=0.002)
             assert started[-1] - enqueued < 5  # woken by its NOTIFY, not a recheck
             assert not worker.listener.awake
