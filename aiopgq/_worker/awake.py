@@ -28,7 +28,7 @@ from .wakeups import Wakeups
 logger = logging.getLogger("aiopgq.fetcher")
 
 # Busy: the worker claims jobs faster than this (per second; counted over RATE_WINDOW
-# seconds of claims, or fewer once WINDOW_JOBS came). Only then may producers skip
+# seconds of claims, or fewer once that window's worth of jobs came). Only then may producers skip
 # NOTIFY (or when a claim fills every free slot), and do the `done`s ride along with
 # the next claim (claims.py). Below it a NOTIFY costs its producer little and wakes us
 # at once, where being awake means looking again every recheck interval: latency for
@@ -40,7 +40,6 @@ logger = logging.getLogger("aiopgq.fetcher")
 # however fast they come.
 BUSY_RATE = 1_000.0
 RATE_WINDOW = 0.05
-WINDOW_JOBS = int(BUSY_RATE * RATE_WINDOW)
 
 
 class AwakeRole:
@@ -88,7 +87,7 @@ class AwakeRole:
         self._window_jobs += count
         now = time.monotonic()
         elapsed = now - self._window_start
-        if elapsed >= RATE_WINDOW or self._window_jobs >= WINDOW_JOBS:
+        if elapsed >= RATE_WINDOW or self._window_jobs >= BUSY_RATE * RATE_WINDOW:
             self._busy = self._window_jobs >= BUSY_RATE * elapsed
             self._window_start, self._window_jobs = now, 0
         if (self._busy or count >= free) and self._listener is not None:

@@ -6,8 +6,9 @@ sleeps until a NOTIFY, the earliest retry time this worker scheduled, or the
 poll interval, whichever comes first. Wake-ups are hints: the claim decides.
 
 While jobs keep coming (a non-empty batch), the fetcher looks again after
-`recheck_interval` instead of sleeping; while they come faster than its claims
-(see awake.py's BUSY_RATE), it is also awake: producers skip their NOTIFY (see awake.py).
+`recheck_interval` instead of sleeping; while they come faster than awake.py's
+BUSY_RATE, it is also awake (producers skip their NOTIFY) and the `done`s ride along
+with its claims.
 """
 
 from __future__ import annotations
