@@ -32,6 +32,7 @@ class DrainOutcome:
     timed_out: bool
     stopped: bool = False
     commits: int = 0  # transactions committed in the database while draining
+    server_cpu_seconds: float = 0.0  # the server's processes (every backend, WAL writer...)
     per_worker: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -41,6 +42,28 @@ class DrainOutcome:
     @property
     def exact(self) -> bool:
         return self.handled == self.jobs and self.finished == self.jobs and not self.timed_out
+
+
+def server_cpu() -> dict[int, float]:
+    """CPU seconds of every PostgreSQL server process on this host, by pid: utime + stime,
+    plus cutime + cstime (the backends that ended and were reaped count in the
+    postmaster's). All of them, not only the benchmark's backends: the WAL writer, the
+    checkpointer and autovacuum work for the drain too. The drain's server CPU is the
+    difference of the sums, the second read after its workers' backends ended."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        if head.split("(", 1)[1] != "postgres":
+            continue
+        fields = tail.split()
+        found[int(entry.name)] = sum(int(f) for f in fields[11:15]) / tick
+    return found
 
 
 async def committed_transactions(dsn: str) -> int:
@@ -190,11 +213,13 @@ class Bench:
             children = await group.start_ready(
                 name, self.worker_spec(name, config, deadline), count=processes_count
             )
+            server_before = server_cpu()
             t_go = time.time()
             processes.go(children)
             outs, stopped = await watch_drain(children, jobs, deadline + 30)
         finished = await system.finished_count() - finished_before
         await asyncio.sleep(0.5)  # exited backends have flushed their statistics
+        server_after = server_cpu()  # and were reaped: their CPU is the postmaster's now
         commits = await committed_transactions(self.dsn) - commits_before
         if stopped:
             # Burst mode did not return although every job ran (PGQueuer's drain mode
@@ -207,6 +232,7 @@ class Bench:
             seconds=end - t_go,
             stopped=stopped,
             commits=commits,
+            server_cpu_seconds=sum(server_after.values()) - sum(server_before.values()),
             handled=sum(int(o["handled"]) for o in outs),
             finished=finished,
             cpu_seconds=sum(o["cpu_user"] + o["cpu_sys"] for o in outs),

@@ -17,6 +17,7 @@ async def run(bench: Bench) -> Results:
     res = Results("drain", list(bench.systems))
     metric = res.metric(METRIC, "jobs/s")
     res.metric("worker CPU", "us/job", higher_is_better=False)
+    res.metric("server CPU", "us/job", higher_is_better=False)
     res.metric("commits per 1000 jobs", "xact", higher_is_better=False)
     res.headline = [METRIC, "worker CPU"]
     for name in bench.systems:
@@ -38,6 +39,7 @@ async def run(bench: Bench) -> Results:
                 per_worker=out.per_worker,
             )
             res.add(name, "worker CPU", round_no, out.cpu_seconds / max(1, out.handled) * 1e6)
+            res.add(name, "server CPU", round_no, out.server_cpu_seconds / jobs * 1e6)
             res.add(name, "commits per 1000 jobs", round_no, out.commits / jobs * 1000)
             bench.note_inexact(res, name, round_no, out)
             print(
