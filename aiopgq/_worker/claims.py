@@ -37,6 +37,10 @@ from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.fetcher")
 
+# What a claim carrying `done`s meets when one of their rows is locked by another
+# transaction: the plain claim's lock_timeout (dequeue_completing.sql), or a deadlock.
+_LOCKED = (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError)
+
 
 class Claims:
     def __init__(
@@ -107,19 +111,35 @@ class Claims:
         riding = self._completer.take_done() if ride else Outcomes()
         sent = time.monotonic()  # the leases of the jobs claimed start after this
         try:
-            if self._limited:
-                rows = await self._claim_limited(conn, limit, riding, wait=not held)
-                self._completer.landed(riding, committed=True)
-                riding = Outcomes()
-                if len(rows) < limit and self._queues_arg is not None:
-                    rows += await self._claim_plain(conn, limit - len(rows), riding)
-            else:
-                rows = await self._claim_plain(conn, limit, riding)
+            rows = await self._claim_carrying(conn, limit, riding, held)
+        except _LOCKED as exc:
+            self._completer.landed(riding, committed=False)
+            if held or not riding:  # a held transaction is aborted: the fetcher's to handle
+                raise
+            # A row of a job we finished is locked by another transaction (an operator's,
+            # a cancel's, or a peer's claim in a deadlock): the claim gave up at once
+            # (dequeue_completing.sql). Nothing was written; claim again without the
+            # `done`s, which the completer writes once the lock is gone.
+            logger.debug("a claim's riding outcomes met a lock (%s): claiming without them", exc)
+            rows = await self._claim_carrying(conn, limit, Outcomes(), held)
         except BaseException:
             self._completer.landed(riding, committed=False)
             raise
         if rows:
             self._leases.claimed(sent)
+        return rows
+
+    async def _claim_carrying(
+        self, conn: Connection, limit: int, riding: Outcomes, held: bool
+    ) -> list[asyncpg.Record]:
+        """One claim: the limited queues', then the plain ones' for the slots left, the
+        `riding` outcomes committed by the first."""
+        if not self._limited:
+            return await self._claim_plain(conn, limit, riding)
+        rows = await self._claim_limited(conn, limit, riding, wait=not held)
+        self._completer.landed(riding, committed=True)
+        if len(rows) < limit and self._queues_arg is not None:
+            rows += await self._claim_plain(conn, limit - len(rows), Outcomes())
         return rows
 
     async def _claim_plain(

@@ -13,6 +13,14 @@
 -- members (count_member(), sql/functions/workflows.sql). (One call for the whole batch
 -- would need a second CTE reading this one, whose tuplestore costs every job server
 -- instructions, measurably: benchmarks/instructions.py.)
+-- A row of these jobs locked by another transaction (an operator's SELECT ... FOR
+-- UPDATE, a cancel in a long transaction, or a peer's claim: FOR UPDATE SKIP LOCKED
+-- still waits while it follows a row's chain of updates, and two claims carrying
+-- `done`s can wait for each other until deadlock_timeout, 1 s, ends one) is not waited
+-- for: the one-time filter sets lock_timeout for the rest of this statement's
+-- transaction before any row is updated, the statement fails with lock_not_available
+-- (55P03) and nothing is written; the worker claims again without the `done`s and the
+-- completer writes them once the lock is gone (aiopgq/_worker/claims.py).
 completed AS (
     UPDATE {{schema}}.jobs j
     SET status = 'done', finished_at = now(),
@@ -20,6 +28,7 @@ completed AS (
         locked_at = NULL, locked_by = NULL, heartbeat_at = NULL
     FROM unnest($4::text::bigint[], $5::text::int[]) AS o(id, attempt)
     WHERE j.id = o.id AND j.attempts = o.attempt AND j.status = 'running' AND j.locked_by = $3
+      AND (SELECT set_config('lock_timeout', '10ms', true)) IS NOT NULL
     RETURNING CASE WHEN j.metadata ? 'waited' THEN pg_notify({{done_channel}}, j.id::text) END,
         CASE WHEN j.metadata ? 'dependents'
              THEN CASE WHEN j.metadata ? 'group' THEN {{schema}}.count_member(j.id)

@@ -1,0 +1,60 @@
+"""The claim that carries a busy worker's `done`s (sql/claim/dequeue_completing.sql)
+never waits behind a lock someone else holds on one of those jobs' rows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from aiopgq import Queue
+from aiopgq._worker import awake as awake_role
+
+from ..support.helpers import eventually
+
+
+async def test_a_lock_on_a_finished_jobs_row_does_not_stop_the_claims(
+    queue: Queue, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction that holds job a's row (an operator's `SELECT ... FOR UPDATE`, a
+    cancel inside a long transaction, or a peer's claim in a deadlock) while a ends: the
+    claim that carries a's `done` would wait for it, with the next job b claimed and
+    not started. The claim goes again without the `done` (the completer writes it once
+    the lock is gone), and b starts while the lock is still held."""
+    monkeypatch.setattr(awake_role, "BUSY_RATE", 0.0)  # busy: the dones ride every claim
+    release_a = asyncio.Event()
+    started: list[str] = []
+
+    @queue.task(name="step")
+    async def step(name: str) -> None:
+        started.append(name)
+        if name == "a":
+            await release_a.wait()
+
+    jobs = f'"{queue.schema}".jobs'
+    # One slot: b is claimed by the claim that carries a's done. The completer's own
+    # flushes 30 s apart: a's done goes with that claim, not before it.
+    worker = queue.worker(concurrency=1, poll_interval=30, completion_interval=30)
+    async with worker:
+        a = await step.enqueue(name="a")
+        await eventually(lambda: started == ["a"], within=10)
+        lock = conn.transaction()
+        await lock.start()
+        try:
+            await conn.execute(f"SELECT 1 FROM {jobs} WHERE id = $1 FOR UPDATE", a.id)
+            b = await step.enqueue(name="b")
+            release_a.set()
+            await eventually(lambda: started == ["a", "b"], within=10)
+            status = await conn.fetchval(f"SELECT status::text FROM {jobs} WHERE id = $1", a.id)
+            assert status == "running"  # its done waits for the lock, in the completer
+        finally:
+            await lock.rollback()
+
+        async def both_done() -> bool:
+            rows = await conn.fetch(
+                f"SELECT status::text FROM {jobs} WHERE id = ANY($1::bigint[])", [a.id, b.id]
+            )
+            return [r[0] for r in rows] == ["done", "done"]
+
+        await eventually(both_done, within=20)
