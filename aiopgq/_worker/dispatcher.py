@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
@@ -30,6 +29,7 @@ from .failures import (
     unstorable_result,
 )
 from .handlers import Handlers
+from .job_tasks import job_starter
 from .observing import LoggedSink, ObservedSink, decode_trace_context
 from .stops import StopRequests
 from .wakeups import Wakeups
@@ -96,30 +96,41 @@ class Dispatcher:
         started = []
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
-        eager = _eager_task_maker(loop)
-        create_task = eager or _task_maker(loop)
+        starter = job_starter(loop)
+        start_task, eager = starter.start, starter.eager
         job_tasks = self._job_tasks
-        self._starting = eager is not None
+        self._starting = eager
         try:
-            for row in rows:
-                job, payload = job_from_claimed_row(row, instants)
-                make = create_task
-                if job.id in job_tasks:
-                    # We still run this job: its lease was lost meanwhile (rescued after missed
-                    # heartbeats, or cancelled and retried before we heard of it), so that
-                    # run's outcome can no longer be written. Stop it; this run replaces it
-                    # (a task that starts at the loop's next turn, never eagerly: the end of
-                    # each run, in _run, tells which of the two the dispatcher keeps).
-                    self.cancel([job.id])
-                    make = loop.create_task
-                self.running[job.id] = job
-                # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
-                # per-task bookkeeping costs more than a short job itself. Each task
-                # forgets itself as it ends (no done callback: one loop turn less per job).
-                task = make(run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}")
-                if eager is None or not task.done():  # an eager task may have ended already
-                    job_tasks[job.id] = task
-                started.append(task)
+            with starter:
+                for row in rows:
+                    job, payload = job_from_claimed_row(row, instants)
+                    if job.id in job_tasks:
+                        # We still run this job: its lease was lost meanwhile (rescued after
+                        # missed heartbeats, or cancelled and retried before we heard of
+                        # it), so that run's outcome can no longer be written. Stop it; this
+                        # run replaces it (a task that starts at the loop's next turn, never
+                        # eagerly: the end of each run, in _run, tells which of the two the
+                        # dispatcher keeps).
+                        self.cancel([job.id])
+                        self.running[job.id] = job
+                        replacing = run(job, payload, target)
+                        task = loop.create_task(replacing, name=f"{JOB_TASK_PREFIX}{job.id}")
+                        job_tasks[job.id] = task
+                        started.append(task)
+                        continue
+                    self.running[job.id] = job
+                    # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
+                    # group's per-task bookkeeping costs more than a short job itself. Each
+                    # task forgets itself as it ends (no done callback: one loop turn less
+                    # per job). With an eager starter (job_tasks.py) a job may end here.
+                    started_task = start_task(
+                        run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
+                    )
+                    if started_task is None:
+                        continue  # ended in its first step
+                    if not eager or not started_task.done():
+                        job_tasks[job.id] = started_task
+                    started.append(started_task)
         finally:
             self._settle_idle()
         return started
@@ -162,32 +173,39 @@ class Dispatcher:
         started = []
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
-        eager = _eager_task_maker(loop)
-        create_task = eager or _task_maker(loop)
-        self._starting = eager is not None
+        starter = job_starter(loop)
+        start_task, eager = starter.start, starter.eager
+        self._starting = eager
         try:
-            for row in rows:
-                job, payload = job_from_claimed_row(row[:9], instants)
-                trace = decode_trace_context(row[9]) if traced else None
-                checkpoint, handled = None, None
-                if handlers is not None:
-                    checkpoint = row[-1]
-                    handled = handlers if handlers.wants(self._tasks.get(job.task)) else None
-                make = create_task
-                if job.id in self._job_tasks:  # we still run this job: see start()
-                    self.cancel([job.id])
-                    make = loop.create_task
-                self.running[job.id] = job
-                if observer is None:
-                    job_run = run(job, payload, sink, handled, checkpoint)
-                else:
-                    job_run = self._run_observed(
-                        job, payload, sink, observer, trace, run, handled, checkpoint
-                    )
-                task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
-                if eager is None or not task.done():  # an eager task may have ended already
-                    self._job_tasks[job.id] = task
-                started.append(task)
+            with starter:
+                for row in rows:
+                    job, payload = job_from_claimed_row(row[:9], instants)
+                    trace = decode_trace_context(row[9]) if traced else None
+                    checkpoint, handled = None, None
+                    if handlers is not None:
+                        checkpoint = row[-1]
+                        wanted = handlers.wants(self._tasks.get(job.task))
+                        handled = handlers if wanted else None
+                    replacing = job.id in self._job_tasks
+                    if replacing:  # we still run this job: see start()
+                        self.cancel([job.id])
+                    self.running[job.id] = job
+                    if observer is None:
+                        job_run = run(job, payload, sink, handled, checkpoint)
+                    else:
+                        job_run = self._run_observed(
+                            job, payload, sink, observer, trace, run, handled, checkpoint
+                        )
+                    name = f"{JOB_TASK_PREFIX}{job.id}"
+                    if replacing:
+                        task: asyncio.Task[None] | None = loop.create_task(job_run, name=name)
+                    else:
+                        task = start_task(job_run, name=name)
+                    if task is None:
+                        continue  # ended in its first step
+                    if replacing or not eager or not task.done():
+                        self._job_tasks[job.id] = task
+                    started.append(task)
         finally:
             self._settle_idle()
         return started
@@ -396,30 +414,3 @@ async def _call_fn(task: TaskSpec, arguments: dict[str, Any]) -> Any:
         return await task.fn(**arguments)
     call = functools.partial(task.fn, **arguments)
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-
-
-# Python 3.12 and later: a job's task takes its first step at once, inside start(), not
-# at the loop's next turn. A job that never waits ends there (no call_soon, no handle, no
-# turn of the loop); one that waits goes on as any task. Its first step sees itself as
-# the current task (anyio's cancel scopes need that), which no earlier Python offers.
-_EAGER_TASKS = sys.version_info >= (3, 12)
-
-
-def _task_maker(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.Task[None]]:
-    """What loop.create_task does, called per job: the Task itself when the loop has no
-    task factory (asyncio's create_task is Python code that checks the loop is open and
-    then makes the same Task: two calls per job less), else the loop's create_task."""
-    if loop.get_task_factory() is not None:
-        return loop.create_task
-    return functools.partial(asyncio.Task, loop=loop)
-
-
-def _eager_task_maker(
-    loop: asyncio.AbstractEventLoop,
-) -> Callable[..., asyncio.Task[None]] | None:
-    """create_task for eager tasks, or None: before Python 3.12, or when the loop has a
-    task factory of its own (it makes the tasks as it chooses)."""
-    if not _EAGER_TASKS or loop.get_task_factory() is not None:
-        return None
-    # (typed for Python 3.10, which has no eager_start)
-    return functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]

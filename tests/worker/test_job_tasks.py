@@ -1,10 +1,11 @@
-"""Each job runs in its own asyncio task. On Python 3.12 and later that task takes its
-first step eagerly, inside the fetcher's call (dispatcher.py): a job that never waits
-ends there. These hold on every Python the package supports."""
+"""Each job runs in its own asyncio task. On Python 3.11 and later that task takes its
+first step eagerly, inside the fetcher's call (_worker/job_tasks.py): a job that never
+waits ends there. These hold on every Python the package supports."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import anyio
 
@@ -66,3 +67,76 @@ async def test_a_handler_runs_in_its_own_task_from_its_first_step(queue: Queue) 
     assert seen == [f"aiopgq job {done.id}"]
     failed = await queue.get_job(timed_out.id)
     assert failed.status is JobStatus.FAILED and "timeout" in (failed.last_error or "")
+
+
+_marker: contextvars.ContextVar[str] = contextvars.ContextVar("test_marker", default="unset")
+
+
+async def test_a_handler_keeps_its_task_and_its_context_across_its_first_wait(
+    queue: Queue,
+) -> None:
+    """Where the first step runs inside the dispatcher's call (Python 3.11 and later),
+    the task it sees is the one that runs the rest (anyio can describe it), and what it
+    sets in its context variables is its own: no other job sees it."""
+    seen: list[tuple[str, bool, str, str]] = []
+
+    @queue.task(name="tasks.context")
+    async def context(n: int) -> None:
+        before = asyncio.current_task()
+        inherited = _marker.get()
+        _marker.set(f"job {n}")
+        named = anyio.get_current_task().name  # reads the task's coroutine
+        await asyncio.sleep(0.01)
+        seen.append((inherited, asyncio.current_task() is before, named, _marker.get()))
+
+    jobs = [await context.enqueue(n) for n in range(5)]
+    await queue.worker(concurrency=10).run(burst=True)
+    assert sorted(seen) == sorted(
+        ("unset", True, f"aiopgq job {job.id}", f"job {n}") for n, job in enumerate(jobs)
+    )
+    assert _marker.get() == "unset"  # nor does the worker's
+
+
+async def test_a_deadline_already_passed_in_the_first_step_cancels_its_wait(
+    queue: Queue,
+) -> None:
+    """A cancel scope whose deadline has passed on entry, before the handler's first
+    wait: the wait is cancelled and the scope catches it, as in any task."""
+    caught: list[bool] = []
+
+    @queue.task(name="tasks.no_time")
+    async def no_time() -> None:
+        with anyio.move_on_after(0) as scope:
+            await asyncio.sleep(10)
+        caught.append(scope.cancelled_caught)
+
+    job = await no_time.enqueue()
+    await queue.worker().run(burst=True)
+    assert caught == [True]
+    assert (await queue.get_job(job.id)).status is JobStatus.DONE
+
+
+async def test_a_handler_that_cancels_its_own_task_before_waiting_is_cancelled(
+    queue: Queue,
+) -> None:
+    """`asyncio.current_task().cancel()` in the first step: the handler's next wait
+    raises CancelledError, and the attempt fails as cancelled from inside."""
+    reached: list[str] = []
+
+    @queue.task(name="tasks.self_cancel", max_attempts=1)
+    async def self_cancel() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            raise
+
+    job = await self_cancel.enqueue()
+    await queue.worker().run(burst=True)
+    assert reached == ["cancelled"]
+    failed = await queue.get_job(job.id)
+    assert failed.status is JobStatus.FAILED
+    assert "cancelled from inside" in (failed.last_error or "")

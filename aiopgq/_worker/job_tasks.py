@@ -1,0 +1,202 @@
+"""Starting a job's asyncio task: at once where the Python allows it, else at the loop's
+next turn.
+
+A no-op job costs more in asyncio's task machinery than in anything of ours: a task
+scheduled with call_soon, a handle, a turn of the loop, a weak reference in the task
+registry. A job that never waits needs none of it if its first step runs inside the
+dispatcher's call, and what the handler sees there must be what it would see in a
+task of its own: `asyncio.current_task()` is the task that later runs the rest of it
+(anyio's cancel scopes, `asyncio.timeout` and task groups record it on entry and check
+it on exit), its context variables are a copy of its own.
+
+- Python 3.12 and later: `asyncio.Task(..., eager_start=True)` does exactly that.
+- CPython 3.11 (`start_now`): the task object is made first and not yet initialized
+  (`Task.__new__`), entered as the current task for the first step, and initialized
+  only if the job waits: the rest of the coroutine then runs in it as in any task
+  (`_Resumed` hands the task what the first step waited for). A job that ends in its
+  first step leaves the object to the garbage collector, never scheduled.
+- Otherwise (Python 3.10, a loop with a task factory, a pure-Python asyncio): a plain
+  task, whose first step is at the loop's next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import sys
+from collections.abc import Callable, Coroutine, Generator
+from types import TracebackType
+from typing import Any
+
+# A job's coroutine as the dispatcher starts it.
+JobRun = Coroutine[Any, Any, None]
+
+# CPython 3.11 with asyncio's C tasks: start_now's path. (3.12 has eager tasks; 3.10's
+# Task takes no context, which the first step's copy must be given.)
+_START_NOW = (
+    sys.version_info[:2] == (3, 11)
+    and sys.implementation.name == "cpython"
+    and asyncio.Task is getattr(asyncio.tasks, "_CTask", None)
+    and asyncio.tasks._enter_task is getattr(asyncio.tasks, "_c_enter_task", None)
+)
+_EAGER_TASKS = sys.version_info >= (3, 12)
+
+
+class JobStarter:
+    """Starts the tasks of one batch: a context manager around the batch's loop.
+
+    `start(coro, name=...)` returns the job's task, or None when the job ended inside
+    the call (start_now); `eager` says whether a job can end inside the call (its task,
+    where there is one, may be done already)."""
+
+    eager = False
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.start: Callable[..., asyncio.Task[None] | None]
+        if loop.get_task_factory() is not None:
+            self.start = loop.create_task
+        elif _EAGER_TASKS:
+            self.start = functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]
+            self.eager = True
+        else:
+            # What loop.create_task does, without its Python wrapper (two calls per job).
+            self.start = functools.partial(asyncio.Task, loop=loop)
+
+    def __enter__(self) -> JobStarter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+def job_starter(loop: asyncio.AbstractEventLoop) -> JobStarter:
+    """The starter for this loop and this Python (see the module's docstring)."""
+    if _START_NOW and loop.get_task_factory() is None:
+        return _StartNow(loop)
+    return JobStarter(loop)
+
+
+class _StartNow(JobStarter):
+    """CPython 3.11: each job's first step inside start(), in its own (not yet
+    initialized) task. Around the batch the calling task is left, so that each job's
+    task can be entered as the current one; it is entered again at the end."""
+
+    eager = True
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.start = self._start_now
+        self._caller: asyncio.Task[Any] | None = None
+
+    def __enter__(self) -> JobStarter:
+        self._caller = caller = asyncio.current_task(self._loop)
+        if caller is not None:
+            _leave_task(self._loop, caller)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._caller is not None:
+            _enter_task(self._loop, self._caller)
+            self._caller = None
+
+    def _start_now(self, coro: JobRun, *, name: str) -> asyncio.Task[None] | None:
+        loop = self._loop
+        task = _Starting.__new__(_Starting)
+        task._started = coro
+        task.set_name(name)  # the watchdog reads it, during the first step too
+        context = contextvars.copy_context()
+        _enter_task(loop, task)
+        try:
+            waits_for = context.run(coro.send, None)
+        except StopIteration:
+            return None  # ended: nothing was scheduled, nothing registered
+        finally:
+            _leave_task(loop, task)
+        # It waits: the task becomes a real one, which goes on from where it stands. A
+        # cancel() made during the first step (the handler's own) is made again: the
+        # initialization clears it.
+        cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
+        _init_task(task, _Resumed(coro, waits_for), loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
+        if cancelled:
+            task.cancel(message)
+        return task
+
+
+_enter_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._enter_task
+_leave_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._leave_task
+_init_task = asyncio.Task.__init__
+
+
+class _Starting(asyncio.Task):  # type: ignore[type-arg]
+    """A job's task that may take its first step before it is initialized (start_now).
+    Until then asyncio's C methods that need its loop raise RuntimeError, and get_coro()
+    would read a field not yet set: it answers with the job's coroutine instead."""
+
+    __slots__ = ("_started",)
+    _started: JobRun
+
+    def get_coro(self) -> Any:
+        return self._started
+
+    def __repr__(self) -> str:
+        if self._loop is None:
+            return f"<Task starting name={self.get_name()!r} coro={self._started!r}>"
+        return super().__repr__()
+
+
+class _Resumed(Coroutine[Any, Any, Any]):
+    """What a task started by start_now runs: the rest of the job's coroutine. Its first
+    send hands the task what the first step waited for (a future, or None for a bare
+    yield); then each send and throw goes to the job's coroutine. A throw may come
+    first (the task was cancelled before its first turn): it goes there too."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: JobRun, waits_for: Any) -> None:
+        self._coro = coro
+        self._first: Any = waits_for
+
+    def send(self, value: Any) -> Any:
+        first = self._first
+        if first is not _TAKEN:
+            self._first = _TAKEN
+            return first
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        self._first = _TAKEN
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        raise TypeError("a job's resumed coroutine is run by its task, not awaited")
+
+    # What asyncio reads of a task's coroutine for its repr and get_stack().
+    @property
+    def cr_frame(self) -> Any:
+        return self._coro.cr_frame  # type: ignore[attr-defined]
+
+    @property
+    def cr_code(self) -> Any:
+        return self._coro.cr_code  # type: ignore[attr-defined]
+
+    @property
+    def cr_running(self) -> bool:
+        return bool(self._coro.cr_running)  # type: ignore[attr-defined]
+
+
+_TAKEN: Any = object()  # _Resumed's first value was handed over
