@@ -97,9 +97,8 @@ class Dispatcher:
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
         starter = job_starter(loop)
-        start_task, eager = starter.start, starter.eager
-        job_tasks = self._job_tasks
-        self._starting = eager
+        start_task, job_tasks = starter.start, self._job_tasks
+        self._starting = starter.eager
         try:
             with starter:
                 for row in rows:
@@ -128,7 +127,7 @@ class Dispatcher:
                     )
                     if started_task is None:
                         continue  # ended in its first step
-                    if not eager or not started_task.done():
+                    if self.running.get(job.id) is job:  # not ended in its first step
                         job_tasks[job.id] = started_task
                     started.append(started_task)
         finally:
@@ -174,8 +173,8 @@ class Dispatcher:
         instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
         starter = job_starter(loop)
-        start_task, eager = starter.start, starter.eager
-        self._starting = eager
+        start_task = starter.start
+        self._starting = starter.eager
         try:
             with starter:
                 for row in rows:
@@ -203,7 +202,7 @@ class Dispatcher:
                         task = start_task(job_run, name=name)
                     if task is None:
                         continue  # ended in its first step
-                    if replacing or not eager or not task.done():
+                    if self.running.get(job.id) is job:  # not ended in its first step
                         self._job_tasks[job.id] = task
                     started.append(task)
         finally:

@@ -121,16 +121,20 @@ class _StartNow(JobStarter):
         try:
             waits_for = context.run(coro.send, None)
         except StopIteration:
-            return None  # ended: nothing was scheduled, nothing registered
+            if not _callbacks or task not in _callbacks:
+                return None  # ended: nothing was scheduled, nothing registered
+            waits_for = _ENDED  # callbacks wait for it: it ends as a task, at once
         finally:
             _leave_task(loop, task)
         # It waits: the task becomes a real one, which goes on from where it stands. A
         # cancel() made during the first step (the handler's own) is made again: the
-        # initialization clears it.
+        # initialization clears it; so are the done callbacks added meanwhile.
         cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
         _init_task(task, _Resumed(coro, waits_for), loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
         if cancelled:
             task.cancel(message)
+        for callback, callback_context in _callbacks.pop(task, ()):
+            task.add_done_callback(callback, context=callback_context)
         return task
 
 
@@ -149,6 +153,29 @@ class _Starting(asyncio.Task):  # type: ignore[type-arg]
 
     def get_coro(self) -> Any:
         return self._started
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            return asyncio.get_running_loop()  # where its first step runs
+        return super().get_loop()
+
+    def add_done_callback(
+        self, fn: Callable[[Any], object], *, context: contextvars.Context | None = None
+    ) -> None:
+        if self._loop is not None:
+            super().add_done_callback(fn, context=context)
+            return
+        # Added during the first step: kept until the task is initialized (start_now
+        # initializes it, at once, even when the job ended in that step).
+        _callbacks.setdefault(self, []).append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
+        if self._loop is not None:
+            return super().remove_done_callback(fn)
+        kept = _callbacks.get(self, [])
+        left = [(f, c) for f, c in kept if f != fn]
+        _callbacks[self] = left
+        return len(kept) - len(left)
 
     def __repr__(self) -> str:
         if self._loop is None:
@@ -172,6 +199,8 @@ class _Resumed(Coroutine[Any, Any, Any]):
         first = self._first
         if first is not _TAKEN:
             self._first = _TAKEN
+            if first is _ENDED:
+                raise StopIteration
             return first
         return self._coro.send(value)
 
@@ -200,3 +229,8 @@ class _Resumed(Coroutine[Any, Any, Any]):
 
 
 _TAKEN: Any = object()  # _Resumed's first value was handed over
+_ENDED: Any = object()  # the job ended in its first step: _Resumed ends its task at once
+
+# Done callbacks added to a task during its first step, by task (start_now adds them
+# once it is initialized).
+_callbacks: dict[_Starting, list[tuple[Callable[[Any], object], contextvars.Context | None]]] = {}

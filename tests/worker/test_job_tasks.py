@@ -140,3 +140,26 @@ async def test_a_handler_that_cancels_its_own_task_before_waiting_is_cancelled(
     failed = await queue.get_job(job.id)
     assert failed.status is JobStatus.FAILED
     assert "cancelled from inside" in (failed.last_error or "")
+
+
+async def test_done_callbacks_added_in_the_first_step_run_when_the_task_ends(
+    queue: Queue,
+) -> None:
+    """A handler that adds a done callback to its own task before any wait (anyio does,
+    to the task it takes as the root, where it finds no other): the callback runs once
+    the task is done, whether the job ended in that step or waited first."""
+    ended: list[tuple[str, bool]] = []
+
+    @queue.task(name="tasks.callback")
+    async def callback(waits: bool) -> None:
+        task = asyncio.current_task()
+        assert task is not None and task.get_loop() is asyncio.get_running_loop()
+        label = "waits" if waits else "at once"
+        task.add_done_callback(lambda t: ended.append((label, t.done())))
+        if waits:
+            await asyncio.sleep(0.01)
+
+    jobs = [await callback.enqueue(False), await callback.enqueue(True)]
+    await queue.worker().run(burst=True)
+    assert sorted(ended) == [("at once", True), ("waits", True)]
+    assert [(await queue.get_job(job.id)).status for job in jobs] == [JobStatus.DONE] * 2
