@@ -103,7 +103,8 @@ class Dispatcher:
             with starter:
                 for row in rows:
                     job, payload = job_from_claimed_row(row, instants)
-                    if job.id in job_tasks:
+                    replacing = job.id in job_tasks
+                    if replacing:
                         # We still run this job: its lease was lost meanwhile (rescued after
                         # missed heartbeats, or cancelled and retried before we heard of
                         # it), so that run's outcome can no longer be written. Stop it; this
@@ -111,25 +112,22 @@ class Dispatcher:
                         # eagerly: the end of each run, in _run, tells which of the two the
                         # dispatcher keeps).
                         self.cancel([job.id])
-                        self.running[job.id] = job
-                        replacing = run(job, payload, target)
-                        task = loop.create_task(replacing, name=f"{JOB_TASK_PREFIX}{job.id}")
-                        job_tasks[job.id] = task
-                        started.append(task)
-                        continue
                     self.running[job.id] = job
                     # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
                     # group's per-task bookkeeping costs more than a short job itself. Each
                     # task forgets itself as it ends (no done callback: one loop turn less
                     # per job). With an eager starter (job_tasks.py) a job may end here.
-                    started_task = start_task(
-                        run(job, payload, target), name=f"{JOB_TASK_PREFIX}{job.id}"
-                    )
-                    if started_task is None:
+                    job_run = run(job, payload, target)
+                    name = f"{JOB_TASK_PREFIX}{job.id}"
+                    if replacing:
+                        task: asyncio.Task[None] | None = loop.create_task(job_run, name=name)
+                    else:
+                        task = start_task(job_run, name=name)
+                    if task is None:
                         continue  # ended in its first step
                     if self.running.get(job.id) is job:  # not ended in its first step
-                        job_tasks[job.id] = started_task
-                    started.append(started_task)
+                        job_tasks[job.id] = task
+                    started.append(task)
         finally:
             self._settle_idle()
         return started

@@ -124,6 +124,9 @@ class _StartNow(JobStarter):
             if not _callbacks or task not in _callbacks:
                 return None  # ended: nothing was scheduled, nothing registered
             waits_for = _ENDED  # callbacks wait for it: it ends as a task, at once
+        except BaseException:
+            _callbacks.pop(task, None)  # what the caller gets instead of a task
+            raise
         finally:
             _leave_task(loop, task)
         # It waits: the task becomes a real one, which goes on from where it stands. A
