@@ -150,6 +150,7 @@ DECLARE
     allowed integer;
     claimed integer;
     finished integer;  -- jobs marked done in step 1
+    lock_wait text;  -- the session's lock_timeout, while step 1 sets its own
     running integer;
     bucket double precision;  -- tokens after the refill
     clock timestamptz;
@@ -165,7 +166,13 @@ BEGIN
     -- 1. Outcomes first: their jobs no longer count against any limit below.
     --    A job someone awaits is announced on the done channel (complete_done.sql); one
     --    that others depend on settles its children (dependencies.sql).
+    --    A row of these jobs that another transaction holds is not waited for (as in
+    --    claim/dequeue_completing.sql): lock_not_available, and the worker claims again
+    --    without them (aiopgq/_worker/claims.py). The queues' locks below are waited for
+    --    under the session's own lock_timeout, set again after this step.
     IF cardinality(done_ids) > 0 THEN
+        lock_wait := current_setting('lock_timeout');
+        PERFORM set_config('lock_timeout', '10ms', true);
         WITH done AS (
             UPDATE {{schema}}.jobs j
             SET status = 'done', finished_at = now(), result = o.result::jsonb,
@@ -182,6 +189,7 @@ BEGIN
                                               ARRAY['done'], ARRAY[j.result]) END END
         )
         SELECT count(*) INTO finished FROM done;
+        PERFORM set_config('lock_timeout', lock_wait, true);
     END IF;
     -- 2. The queues' locks, queue by queue in one order for every worker (two workers
     --    locking the same queues never deadlock), held until our commit.

@@ -14,14 +14,16 @@ from aiopgq._worker import awake as awake_role
 from ..support.helpers import eventually
 
 
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "limited"])
 async def test_a_lock_on_a_finished_jobs_row_does_not_stop_the_claims(
-    queue: Queue, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+    queue: Queue, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch, limited: bool
 ) -> None:
     """A transaction that holds job a's row (an operator's `SELECT ... FOR UPDATE`, a
     cancel inside a long transaction, or a peer's claim in a deadlock) while a ends: the
     claim that carries a's `done` would wait for it, with the next job b claimed and
     not started. The claim goes again without the `done` (the completer writes it once
-    the lock is gone), and b starts while the lock is still held."""
+    the lock is gone), and b starts while the lock is still held. The same through the
+    claim of a queue with a limit (sql/functions/claim_limited.sql)."""
     monkeypatch.setattr(awake_role, "BUSY_RATE", 0.0)  # busy: the dones ride every claim
     release_a = asyncio.Event()
     started: list[str] = []
@@ -33,6 +35,8 @@ async def test_a_lock_on_a_finished_jobs_row_does_not_stop_the_claims(
             await release_a.wait()
 
     jobs = f'"{queue.schema}".jobs'
+    if limited:
+        await queue.configure("default", concurrency=10)
     # One slot: b is claimed by the claim that carries a's done. The completer's own
     # flushes 30 s apart: a's done goes with that claim, not before it.
     worker = queue.worker(concurrency=1, poll_interval=30, completion_interval=30)
