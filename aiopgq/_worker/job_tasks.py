@@ -26,7 +26,6 @@ import contextvars
 import functools
 import sys
 from collections.abc import Callable, Coroutine, Generator
-from types import TracebackType
 from typing import Any
 
 # A job's coroutine as the dispatcher starts it.
@@ -50,37 +49,35 @@ class JobStarter:
     the call (start_now); `eager` says whether a job can end inside the call (its task,
     where there is one, may be done already)."""
 
-    eager = False
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        start: Callable[..., asyncio.Task[None] | None],
+        *,
+        eager: bool,
+    ) -> None:
         self._loop = loop
-        self.start: Callable[..., asyncio.Task[None] | None]
-        if loop.get_task_factory() is not None:
-            self.start = loop.create_task
-        elif _EAGER_TASKS:
-            self.start = functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]
-            self.eager = True
-        else:
-            # What loop.create_task does, without its Python wrapper (two calls per job).
-            self.start = functools.partial(asyncio.Task, loop=loop)
+        self.start = start
+        self.eager = eager
 
     def __enter__(self) -> JobStarter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
 
 def job_starter(loop: asyncio.AbstractEventLoop) -> JobStarter:
     """The starter for this loop and this Python (see the module's docstring)."""
-    if _START_NOW and loop.get_task_factory() is None:
+    if loop.get_task_factory() is not None:
+        return JobStarter(loop, loop.create_task, eager=False)
+    if _EAGER_TASKS:
+        eager_task = functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]
+        return JobStarter(loop, eager_task, eager=True)
+    if _START_NOW:
         return _StartNow(loop)
-    return JobStarter(loop)
+    # What loop.create_task does, without its Python wrapper (two calls per job).
+    return JobStarter(loop, functools.partial(asyncio.Task, loop=loop), eager=False)
 
 
 class _StartNow(JobStarter):
@@ -88,11 +85,8 @@ class _StartNow(JobStarter):
     initialized) task. Around the batch the calling task is left, so that each job's
     task can be entered as the current one; it is entered again at the end."""
 
-    eager = True
-
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop)
-        self.start = self._start_now
+        super().__init__(loop, self._start_now, eager=True)
         self._caller: asyncio.Task[Any] | None = None
 
     def __enter__(self) -> JobStarter:
@@ -101,12 +95,7 @@ class _StartNow(JobStarter):
             _leave_task(self._loop, caller)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._caller is not None:
             _enter_task(self._loop, self._caller)
             self._caller = None
