@@ -98,13 +98,14 @@ class Fetcher:
                 continue
             held_back = self._claims.held_back  # by a limit: a job ending may free it
             if burst:
-                if held_back:  # not done: look again when a job of ours ends, or later
-                    timeout = self._wakeups.sleep_timeout(self._poll_interval)
-                    await self._wakeups.sleep(timeout, or_progress=True)
-                    continue
-                if settled and not rows:
+                if settled and not rows and not held_back:
                     return  # everything we ran is committed and nothing is runnable
-                await self._wait_progress()
+                # Not done: our jobs still run, or their outcomes wait for the completer,
+                # or a limit held jobs back. Look again when a job of ours ends or
+                # outcomes are committed (progress since the claim counts), or later:
+                # not at once, which claimed in a loop until then.
+                timeout = self._wakeups.sleep_timeout(self._poll_interval)
+                await self._wakeups.sleep(timeout, or_progress=True)
                 continue
             if rows and self._recheck_interval > 0:
                 await self._awake.quieter(drains)
