@@ -232,6 +232,12 @@ class Completer:
             self._idle.set()
         self._wakeups.progress()
 
+    def flush_now(self) -> None:
+        """No claim will carry the buffered outcomes (a burst found nothing more to
+        run): write them without waiting for the interval."""
+        if self._buffer:
+            self._flush_requested.set()
+
     async def wait_idle(self) -> None:
         """Return once every outcome recorded so far is committed."""
         while self.backlog:

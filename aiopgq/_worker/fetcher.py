@@ -100,6 +100,8 @@ class Fetcher:
             if burst:
                 if settled and not rows and not held_back:
                     return  # everything we ran is committed and nothing is runnable
+                if not rows:
+                    self._completer.flush_now()  # no claim of ours will carry them
                 # Not done: our jobs still run, or their outcomes wait for the completer,
                 # or a limit held jobs back. Look again when a job of ours ends or
                 # outcomes are committed (progress since the claim counts), or later:

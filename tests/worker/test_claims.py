@@ -4,6 +4,7 @@ never waits behind a lock someone else holds on one of those jobs' rows."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 import pytest
@@ -92,3 +93,20 @@ async def test_a_burst_waits_for_its_last_jobs_without_claiming_meanwhile(
     # The claim that found the job, one after it (nothing more), one after it ended,
     # one after its outcome was committed: a few, whatever the machine's speed.
     assert claims <= 10
+
+
+async def test_a_burst_writes_its_last_outcomes_without_waiting_for_the_interval(
+    queue: Queue,
+) -> None:
+    """Once a burst finds nothing more to run, no claim will carry its last `done`s: the
+    completer writes them at once, not after its interval (30 s here)."""
+
+    @queue.task(name="quick")
+    async def quick() -> None:
+        return None
+
+    job = await quick.enqueue()
+    started = time.monotonic()
+    await queue.worker(poll_interval=30, completion_interval=30).run(burst=True)
+    assert time.monotonic() - started < 10
+    assert (await queue.get_job(job.id)).status.value == "done"
