@@ -54,7 +54,7 @@ import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -387,15 +387,19 @@ async def prune(dsn: str, queue: Queue, case: str, args: argparse.Namespace) -> 
         )
     finally:
         await conn.close()
+    # What the pass must remove, by a cutoff fixed now: measured against now() at each
+    # look, rows that expired since the pass ended (a day's rows spread evenly: over
+    # 100 a second) kept the wait going until the next pass, an hour on.
+    cutoff = (now - timedelta(seconds=seconds)).isoformat()
     if case == "partitioned":
         left = (
             f"SELECT EXISTS (SELECT FROM {schema}.archive_partitions"
-            f" WHERE to_at <= now() - make_interval(secs => {seconds}))"
+            f" WHERE to_at <= '{cutoff}'::timestamptz)"
         )
     else:
         left = (
             f"SELECT EXISTS (SELECT FROM {schema}.jobs WHERE status IN ('done', 'failed')"
-            f" AND finished_at < now() - make_interval(secs => {seconds}))"
+            f" AND finished_at < '{cutoff}'::timestamptz)"
         )
     elapsed = await maintenance(dsn, queue.schema, seconds, left)
     conn = await asyncpg.connect(dsn)
