@@ -118,16 +118,14 @@ class Dispatcher:
                     # task forgets itself as it ends (no done callback: one loop turn less
                     # per job). With an eager starter (job_tasks.py) a job may end here.
                     job_run = run(job, payload, target)
-                    name = f"{JOB_TASK_PREFIX}{job.id}"
-                    if replacing:
-                        task: asyncio.Task[None] | None = loop.create_task(job_run, name=name)
-                    else:
-                        task = start_task(job_run, name=name)
-                    if task is None:
-                        continue  # ended in its first step
-                    if self.running.get(job.id) is job:  # not ended in its first step
-                        job_tasks[job.id] = task
-                    started.append(task)
+                    # Inline, and again in _start_extended: a method shared by the two
+                    # is one call more per job (benchmarks.calls: 33.4 -> 34.4).
+                    make = loop.create_task if replacing else start_task
+                    task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
+                    if task is not None:  # None: ended in its first step
+                        if self.running.get(job.id) is job:  # still runs: ours to keep
+                            job_tasks[job.id] = task
+                        started.append(task)
         finally:
             self._settle_idle()
         return started
@@ -193,16 +191,12 @@ class Dispatcher:
                         job_run = self._run_observed(
                             job, payload, sink, observer, trace, run, handled, checkpoint
                         )
-                    name = f"{JOB_TASK_PREFIX}{job.id}"
-                    if replacing:
-                        task: asyncio.Task[None] | None = loop.create_task(job_run, name=name)
-                    else:
-                        task = start_task(job_run, name=name)
-                    if task is None:
-                        continue  # ended in its first step
-                    if self.running.get(job.id) is job:  # not ended in its first step
-                        self._job_tasks[job.id] = task
-                    started.append(task)
+                    make = loop.create_task if replacing else start_task  # as in start()
+                    task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
+                    if task is not None:
+                        if self.running.get(job.id) is job:
+                            self._job_tasks[job.id] = task
+                        started.append(task)
         finally:
             self._settle_idle()
         return started
