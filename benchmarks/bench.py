@@ -34,6 +34,10 @@ class DrainOutcome:
     commits: int = 0  # transactions committed in the database while draining
     server_cpu_seconds: float = 0.0  # the server's processes (every backend, WAL writer...)
     per_worker: list[dict[str, Any]] = field(default_factory=list)
+    # go -> the last worker's first handler start (connecting, registering, first claim)
+    first_job_seconds: float = float("nan")
+    # the last handler start -> the end (last outcomes committed, the worker stopped)
+    tail_seconds: float = float("nan")
 
     @property
     def rate(self) -> float:
@@ -240,6 +244,9 @@ class Bench:
             per_worker=[
                 {k: o[k] for k in ("handled", "cpu_user", "cpu_sys", "rss", "t_end")} for o in outs
             ],
+            first_job_seconds=max((o["first_start"] for o in outs if o["handled"]), default=t_go)
+            - t_go,
+            tail_seconds=end - max(o["last_start"] for o in outs),
         )
 
     def note_inexact(self, results: Results, name: str, round_no: int, out: DrainOutcome) -> None:

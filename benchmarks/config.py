@@ -12,6 +12,7 @@ from benchmarks.trees import check_tree
 ALL_WORKLOADS = ("drain", "latency", "enqueue", "steady", "bloat", "cpu", "limits")
 OPT_IN_WORKLOADS = ("soak", "ramp")  # long: run only when named in --only
 ALL_SYSTEMS = ("aiopgq", "bare", "pgqueuer", "procrastinate")
+OPT_IN_SYSTEMS = ("bare-leased",)  # a reference for one question: only when named
 BASELINE_SYSTEM = "aiopgq-base"  # aiopgq from the `--baseline` checkout
 AIOPGQ_SYSTEMS = ("aiopgq", BASELINE_SYSTEM)
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -148,8 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--systems",
         type=_csv,
-        help=f"systems: {','.join(ALL_SYSTEMS)} (default: all), and {BASELINE_SYSTEM} "
-        "with --baseline (then in the default list too)",
+        help=f"systems: {','.join(ALL_SYSTEMS)} (default: all), {','.join(OPT_IN_SYSTEMS)} "
+        f"(only when named), and {BASELINE_SYSTEM} with --baseline (then in the default "
+        "list too)",
     )
     a(
         "--baseline",
@@ -221,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 def apply_baseline(opts: Options, systems_given: bool) -> None:
     """Check `--systems` against `--baseline`; without `--systems`, add aiopgq-base after
     aiopgq. The baseline tree is made absolute and must hold an `aiopgq/` package."""
-    known = (*ALL_SYSTEMS, BASELINE_SYSTEM)
+    known = (*ALL_SYSTEMS, *OPT_IN_SYSTEMS, BASELINE_SYSTEM)
     unknown = set(opts.systems) - set(known)
     if unknown:
         raise SystemExit(f"unknown system(s) {sorted(unknown)}; choose from {known}")

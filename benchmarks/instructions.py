@@ -47,6 +47,10 @@ QUEUE = "bench"
 BATCH = 1000
 DRAIN_BATCH = 100
 Statement = Callable[[asyncpg.Connection], Awaitable[Any]]
+BARE_FLAVORS = {
+    "bare (dequeue 100, complete 100)": bare.BARE,
+    "bare-leased (same, lease + finish indexed)": bare.LEASED,
+}
 
 
 def _ints(statement: str, *arrays: list[int]) -> list[Any]:
@@ -191,13 +195,12 @@ async def measure_drain(
     run_dir: Path, dsn: str, admin: asyncpg.Connection, queue: Queue
 ) -> dict[str, float]:
     """Per drained job: aiopgq's claim of 100 with the previous 100 `done`s riding in the
-    same statement, against the bare loop's dequeue of 100 plus completion by id."""
-    await admin.execute(bare.INSTALL)
+    same statement, against the bare loop's dequeue of 100 plus completion by id, and
+    the same bare loop with a lease and a finish time, each indexed (`bare.LEASED`)."""
+    for flavor in BARE_FLAVORS.values():
+        await admin.execute(flavor.install)
     await admin.execute("RESET search_path")
     claim = queue.sql.claim(several_queues=False, completing=True)
-    bare_dequeue = bare.DEQUEUE.replace("FROM jobs", f"FROM {bare.SCHEMA}.jobs")
-    bare_dequeue = bare_dequeue.replace("UPDATE jobs", f"UPDATE {bare.SCHEMA}.jobs")
-    bare_complete = bare.COMPLETE.replace("UPDATE jobs", f"UPDATE {bare.SCHEMA}.jobs")
 
     def aiopgq_cycle() -> Statement:
         held: list[asyncpg.Record] = []
@@ -238,13 +241,21 @@ async def measure_drain(
 
         return cycle
 
-    def bare_cycle() -> Statement:
-        async def cycle(conn: asyncpg.Connection) -> None:
-            rows = await conn.fetch(bare_dequeue, QUEUE, DRAIN_BATCH, "w")
-            assert len(rows) == DRAIN_BATCH
-            await conn.execute(bare_complete, [r["id"] for r in rows])
+    def bare_cycle(flavor: bare.Flavor) -> Callable[[], Statement]:
+        table = f"{flavor.schema}.jobs"
+        dequeue = flavor.dequeue.replace("FROM jobs", f"FROM {table}")
+        dequeue = dequeue.replace("UPDATE jobs", f"UPDATE {table}")
+        complete = flavor.complete.replace("UPDATE jobs", f"UPDATE {table}")
 
-        return cycle
+        def make() -> Statement:
+            async def cycle(conn: asyncpg.Connection) -> None:
+                rows = await conn.fetch(dequeue, QUEUE, DRAIN_BATCH, "w")
+                assert len(rows) == DRAIN_BATCH
+                await conn.execute(complete, [r["id"] for r in rows])
+
+            return cycle
+
+        return make
 
     # A queue concurrency limit that does not bind, with 300 jobs of the queue running
     # on other workers (4 workers x 100 slots) for the limited claim to count.
@@ -256,8 +267,9 @@ async def measure_drain(
     )
     systems = {
         "aiopgq (claim 100, 100 done riding)": (f"{SCHEMA}.jobs", aiopgq_cycle, ""),
-        "bare (dequeue 100, complete 100)": (f"{bare.SCHEMA}.jobs", bare_cycle, ""),
     }
+    for label, flavor in BARE_FLAVORS.items():
+        systems[label] = (f"{flavor.schema}.jobs", bare_cycle(flavor), "")
     if hasattr(queue.sql, "dequeue_limited"):  # a tree with limits
         name = "aiopgq, queue limit not binding (same)"
         systems[name] = (f"{SCHEMA}.jobs", limited_cycle, others_running)

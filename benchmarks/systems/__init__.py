@@ -11,6 +11,7 @@ _MODULES = {
     "aiopgq": ("benchmarks.systems.aiopgq_system", "AiopgqSystem"),
     "aiopgq-base": ("benchmarks.systems.aiopgq_system", "AiopgqBaseSystem"),
     "bare": ("benchmarks.systems.bare", "BareSystem"),
+    "bare-leased": ("benchmarks.systems.bare", "LeasedBareSystem"),
     "pgqueuer": ("benchmarks.systems.pgqueuer_system", "PgQueuerSystem"),
     "procrastinate": ("benchmarks.systems.procrastinate_system", "ProcrastinateSystem"),
 }
