@@ -1,6 +1,7 @@
 """Shutdown: the order in which a worker stops fetching and gives its jobs back.
 
-The fetcher stops and hands over its claims' connection; running jobs get the grace
+The fetcher stops (its connection is closed then if jobs still run, else at the
+worker's very end, beside its registry row's delete); running jobs get the grace
 period to finish; what still runs then (or when the worker is cancelled from outside)
 is cancelled and released to pending.
 """
@@ -35,7 +36,8 @@ async def fetch_until_stopped(
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await fetcher.hand_over()
         finally:
-            await claims.drop_connection()
+            if dispatcher.running:  # to wait for anyway: close the claims' connection now
+                await claims.drop_connection()  # (else the worker's end closes it: worker.py)
         with anyio.move_on_after(grace_period):
             await dispatcher.wait_idle()
     finally:

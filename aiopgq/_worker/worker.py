@@ -190,6 +190,7 @@ class Worker:
         self.id = f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._fetcher: FetchLoop | None = None
         self._dispatcher: Dispatcher | None = None
+        self._claims: Claims | None = None  # of the current run: its connection is closed last
         self._listener: Listener | None = None
         self._stop_requested = False
         self._background: TaskGroup | None = None
@@ -236,6 +237,7 @@ class Worker:
         self, *, burst: bool, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         queue = self.queue
+        self._claims = None
         opened_here = not queue.is_open
         await queue.open(retry_for=self.connect_timeout)
         try:
@@ -260,7 +262,13 @@ class Worker:
                     raise
                 raise refused from None  # the start's (startup.py), not in a task group's
             finally:
-                await presence.leave()
+                # Both at once, neither raises: a server takes milliseconds to end the
+                # fetcher's backend, the last two round trips of a stopping worker.
+                with anyio.CancelScope(shield=True):
+                    async with anyio.create_task_group() as ending:
+                        ending.start_soon(presence.leave)
+                        if self._claims is not None:
+                            ending.start_soon(self._claims.drop_connection)
         finally:
             if opened_here:
                 with anyio.CancelScope(shield=True):
@@ -345,6 +353,7 @@ class Worker:
                 recheck_interval=self.recheck_interval,
             )
         self._fetcher, self._dispatcher, self._listener = fetcher, dispatcher, listener
+        self._claims = claims
         if self._stop_requested:
             fetcher.stop()
 

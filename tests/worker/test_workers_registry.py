@@ -142,3 +142,24 @@ async def _two(conn: asyncpg.Connection, schema: str) -> list[asyncpg.Record] | 
 
 async def _pids(conn: asyncpg.Connection, schema: str, *, expect: list[int]) -> bool:
     return [row["pid"] for row in await _rows(conn, schema)] == expect
+
+
+async def test_when_a_burst_returns_the_worker_has_left_and_closed_its_connection(
+    queue: Queue, conn: asyncpg.Connection
+) -> None:
+    # The fetch connection closes at the very end, beside the registry row's delete
+    # (worker.py): both are done by the time run() returns.
+    worker = queue.worker(queues=["q"], concurrency=1)  # one job at a time on `conn`
+    own_sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1"
+    own_name = f"aiopgq-fetcher %{worker.id[:30]}%"
+    seen: list[int] = []
+
+    @queue.task(name="note", queue="q")
+    async def note(n: int) -> None:
+        seen.append(await conn.fetchval(own_sql, own_name))
+
+    await note.enqueue_many([{"n": n} for n in range(3)])
+    await worker.run(burst=True)
+    assert seen == [1, 1, 1]  # its connection, while it ran
+    assert await _rows(conn, queue.schema) == []
+    assert await conn.fetchval(own_sql, own_name) == 0
