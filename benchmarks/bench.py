@@ -231,6 +231,7 @@ class Bench:
             end = max(o["last_start"] for o in outs)
         else:
             end = max(o["t_end"] for o in outs)
+        first_start = max((o["first_start"] for o in outs if o["handled"]), default=t_go)
         return DrainOutcome(
             jobs=jobs,
             seconds=end - t_go,
@@ -244,8 +245,7 @@ class Bench:
             per_worker=[
                 {k: o[k] for k in ("handled", "cpu_user", "cpu_sys", "rss", "t_end")} for o in outs
             ],
-            first_job_seconds=max((o["first_start"] for o in outs if o["handled"]), default=t_go)
-            - t_go,
+            first_job_seconds=first_start - t_go,
             tail_seconds=end - max(o["last_start"] for o in outs),
         )
 

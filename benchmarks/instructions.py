@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import shutil
@@ -241,21 +242,18 @@ async def measure_drain(
 
         return cycle
 
-    def bare_cycle(flavor: bare.Flavor) -> Callable[[], Statement]:
+    def bare_cycle(flavor: bare.Flavor) -> Statement:
         table = f"{flavor.schema}.jobs"
         dequeue = flavor.dequeue.replace("FROM jobs", f"FROM {table}")
         dequeue = dequeue.replace("UPDATE jobs", f"UPDATE {table}")
         complete = flavor.complete.replace("UPDATE jobs", f"UPDATE {table}")
 
-        def make() -> Statement:
-            async def cycle(conn: asyncpg.Connection) -> None:
-                rows = await conn.fetch(dequeue, QUEUE, DRAIN_BATCH, "w")
-                assert len(rows) == DRAIN_BATCH
-                await conn.execute(complete, [r["id"] for r in rows])
+        async def cycle(conn: asyncpg.Connection) -> None:
+            rows = await conn.fetch(dequeue, QUEUE, DRAIN_BATCH, "w")
+            assert len(rows) == DRAIN_BATCH
+            await conn.execute(complete, [r["id"] for r in rows])
 
-            return cycle
-
-        return make
+        return cycle
 
     # A queue concurrency limit that does not bind, with 300 jobs of the queue running
     # on other workers (4 workers x 100 slots) for the limited claim to count.
@@ -269,7 +267,7 @@ async def measure_drain(
         "aiopgq (claim 100, 100 done riding)": (f"{SCHEMA}.jobs", aiopgq_cycle, ""),
     }
     for label, flavor in BARE_FLAVORS.items():
-        systems[label] = (f"{flavor.schema}.jobs", bare_cycle(flavor), "")
+        systems[label] = (f"{flavor.schema}.jobs", functools.partial(bare_cycle, flavor), "")
     if hasattr(queue.sql, "dequeue_limited"):  # a tree with limits
         name = "aiopgq, queue limit not binding (same)"
         systems[name] = (f"{SCHEMA}.jobs", limited_cycle, others_running)

@@ -88,5 +88,3 @@ class Presence:
                     await conn.execute(self._sql.worker_deregister, self.row[0])
             except Exception as exc:  # it expires on its own after a few intervals
                 logger.info("could not leave the workers registry (%s); the row will expire", exc)
-            else:
-                self.listed = False
