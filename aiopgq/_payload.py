@@ -198,7 +198,7 @@ def _argument_error(arguments: Mapping[str, Any], name: str) -> TypeError | None
 # json.loads' own checks and regular expressions cost more than its C scanner does;
 # a payload is jsonb output, one JSON value with nothing around it, so the scanner does.
 # (typeshed does not declare the decoder's scan_once: the C scanner, made per decoder)
-_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def decode_payload(text: str) -> Any:
@@ -206,7 +206,7 @@ def decode_payload(text: str) -> Any:
     it nests deeper than Python's decoder can follow (jsonb accepts far deeper)."""
     try:
         try:
-            value, end = _scan_json(text, 0)
+            value, end = scan_json(text, 0)
         except StopIteration:  # no value where one starts
             end = -1
         if end != len(text):

@@ -170,6 +170,26 @@ class Completer:
         buffer.done_attempts.append(job.attempts)
         if result is not None:
             buffer.done_results.append((job.id, result))
+        # Most calls: the buffer had outcomes and holds fewer than a batch of them.
+        if (
+            self._oldest is None
+            or len(buffer.done_ids) >= self._batch_size
+            or buffer.error_ids
+            or buffer.release_ids
+            or buffer.specials
+        ):
+            self._done_added()
+
+    def done_many(self, ids: list[int], attempts: list[int]) -> None:
+        """done(job, None) for each of these jobs (the dispatcher's plain lane: a batch's
+        jobs that ended at once, by id and attempt)."""
+        buffer = self._buffer
+        buffer.done_ids += ids
+        buffer.done_attempts += attempts
+        self._done_added()
+
+    def _done_added(self) -> None:
+        buffer = self._buffer
         if self._oldest is None:  # the buffer was empty: so maybe were we (_settled)
             self._oldest = time.monotonic()
             if self._idle.is_set():

@@ -3,43 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-import anyio
 import asyncpg
 
 from .._context import JobContext
 from .._errors import LeaseLost
 from .._models import Job, _current_job, job_from_claimed_row
-from .._payload import decode_payload, encode_result
 from .completer import Completer, Sink
 from .contracts import JobObserver, TaskSpec
 from .failures import (
     CancelledFromInside,
-    fail_now,
     internal_error,
     job_fields,
     report_failure,
-    unknown_task_message,
-    unstorable_result,
 )
 from .handlers import Handlers
-from .job_tasks import job_starter
+from .invoke import invoke, job_arguments, record_result
+from .job_tasks import (
+    JOB_TASK_PREFIX,
+    JobStarter,
+    StartNow,
+    job_starter,
+)
 from .observing import LoggedSink, ObservedSink, decode_trace_context
+from .plain_lane import start_plain
 from .stops import StopRequests
 from .wakeups import Wakeups
 
 logger = logging.getLogger("aiopgq.worker")
 
-# Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
-JOB_TASK_PREFIX = "aiopgq job "
-
-# _run or _run_logged, chosen once per batch.
+# run_job or _run_logged, chosen once per batch.
 _Run = Callable[..., Coroutine[Any, Any, None]]
 
 
@@ -66,8 +64,8 @@ class Dispatcher:
         stops: StopRequests | None = None,
         handlers: Handlers | None = None,
     ) -> None:
-        self._tasks = tasks
-        self._completer = completer
+        self.tasks = tasks
+        self.completer = completer
         self._observer = observer
         self._traced = traced
         self._slot_freed = wakeups.progress
@@ -78,7 +76,7 @@ class Dispatcher:
         self._starting = False
         self._stops = stops or StopRequests()
         self._handlers = handlers
-        self._job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
+        self.job_tasks: dict[int, asyncio.Task[None]] = {}  # by job id
 
     @property
     def releasing(self) -> bool:
@@ -89,46 +87,57 @@ class Dispatcher:
         self, rows: list[asyncpg.Record], sink: Sink | None = None
     ) -> list[asyncio.Task[None]]:
         """Start one task per claimed row; they are ours until they end or cancel_all()."""
-        target = sink if sink is not None else self._completer
-        run = self._run_logged if logger.isEnabledFor(logging.DEBUG) else self._run
+        target = sink if sink is not None else self.completer
+        debug = logger.isEnabledFor(logging.DEBUG)
+        run = self._run_logged if debug else self.run_job
         if self._observer is not None or self._handlers is not None:  # per batch: the
             return self._start_extended(rows, target, run)  # loop below stays as it was
-        started = []
-        instants: dict[float, datetime] = {}
         loop = asyncio.get_running_loop()
         starter = job_starter(loop)
-        start_task, job_tasks = starter.start, self._job_tasks
+        if isinstance(starter, StartNow) and sink is None and not debug:
+            return start_plain(self, rows, starter, loop)
+        started: list[asyncio.Task[None]] = []
+        instants: dict[float, datetime] = {}
         self._starting = starter.eager
         try:
             with starter:
                 for row in rows:
-                    job, payload = job_from_claimed_row(row, instants)
-                    replacing = job.id in job_tasks
-                    if replacing:
-                        # We still run this job: its lease was lost meanwhile (rescued after
-                        # missed heartbeats, or cancelled and retried before we heard of
-                        # it), so that run's outcome can no longer be written. Stop it; this
-                        # run replaces it (a task that starts at the loop's next turn, never
-                        # eagerly: the end of each run, in _run, tells which of the two the
-                        # dispatcher keeps).
-                        self.cancel([job.id])
-                    self.running[job.id] = job
-                    # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task
-                    # group's per-task bookkeeping costs more than a short job itself. Each
-                    # task forgets itself as it ends (no done callback: one loop turn less
-                    # per job). With an eager starter (job_tasks.py) a job may end here.
-                    job_run = run(job, payload, target)
-                    # Inline, and again in _start_extended: a method shared by the two
-                    # is one call more per job (benchmarks.calls: 33.4 -> 34.4).
-                    make = loop.create_task if replacing else start_task
-                    task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
-                    if task is not None:  # None: ended in its first step
-                        if self.running.get(job.id) is job:  # still runs: ours to keep
-                            job_tasks[job.id] = task
-                        started.append(task)
+                    self.start_row(row, instants, starter, target, started, run)
         finally:
             self._settle_idle()
         return started
+
+    def start_row(
+        self,
+        row: asyncpg.Record,
+        instants: dict[float, datetime],
+        starter: JobStarter,
+        sink: Sink,
+        started: list[asyncio.Task[None]],
+        run: _Run | None = None,
+    ) -> None:
+        """One claimed row's task, started by `starter` (inside its batch's `with`)."""
+        job, payload = job_from_claimed_row(row, instants)
+        replacing = job.id in self.job_tasks
+        if replacing:
+            # We still run this job: its lease was lost meanwhile (rescued after missed
+            # heartbeats, or cancelled and retried before we heard of it), so that run's
+            # outcome can no longer be written. Stop it; this run replaces it (a task that
+            # starts at the loop's next turn, never eagerly: the end of each run, in run_job,
+            # tells which of the two the dispatcher keeps).
+            self.cancel([job.id])
+        self.running[job.id] = job
+        # Plain asyncio tasks, owned by this dispatcher (cancel_all): a task group's
+        # per-task bookkeeping costs more than a short job itself. Each task forgets
+        # itself as it ends (no done callback: one loop turn less per job). With an eager
+        # starter (job_tasks.py) a job may end here.
+        make = asyncio.get_running_loop().create_task if replacing else starter.start
+        job_run = (run or self.run_job)(job, payload, sink)
+        task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
+        if task is not None:  # None: ended in its first step
+            if self.running.get(job.id) is job:  # still runs: ours to keep
+                self.job_tasks[job.id] = task
+            started.append(task)
 
     def cancel(self, job_ids: Iterable[int]) -> int:
         """Stop the handlers of these jobs, which were cancelled in the database
@@ -138,7 +147,7 @@ class Dispatcher:
         stops.forget_ended(self.running)
         stopped = 0
         for job_id in job_ids:
-            job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+            job, task = self.running.get(job_id), self.job_tasks.get(job_id)
             if job is None or task is None or stops.cancelling.get(job_id) is job:
                 continue
             stops.cancelling[job_id] = job
@@ -150,7 +159,7 @@ class Dispatcher:
         """Cancel a running job whose lease this worker could not renew (leases.py); it
         ends with LeaseLost as its error, if that can still be written."""
         stops = self._stops
-        job, task = self.running.get(job_id), self._job_tasks.get(job_id)
+        job, task = self.running.get(job_id), self.job_tasks.get(job_id)
         if job is None or task is None or stops.stopping(job) or job_id in stops.settled:
             return
         stops.forget_ended(self.running)
@@ -179,9 +188,9 @@ class Dispatcher:
                     checkpoint, handled = None, None
                     if handlers is not None:
                         checkpoint = row[-1]
-                        wanted = handlers.wants(self._tasks.get(job.task))
+                        wanted = handlers.wants(self.tasks.get(job.task))
                         handled = handlers if wanted else None
-                    replacing = job.id in self._job_tasks
+                    replacing = job.id in self.job_tasks
                     if replacing:  # we still run this job: see start()
                         self.cancel([job.id])
                     self.running[job.id] = job
@@ -195,7 +204,7 @@ class Dispatcher:
                     task = make(job_run, name=f"{JOB_TASK_PREFIX}{job.id}")
                     if task is not None:
                         if self.running.get(job.id) is job:
-                            self._job_tasks[job.id] = task
+                            self.job_tasks[job.id] = task
                         started.append(task)
         finally:
             self._settle_idle()
@@ -231,10 +240,22 @@ class Dispatcher:
     async def cancel_all(self) -> None:
         """Cancel every running job (they are released to pending) and wait for them."""
         self._stops.all = True
-        tasks = list(self._job_tasks.values())
+        tasks = list(self.job_tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def batch_started(self) -> None:
+        """A batch's jobs are being started (plain_lane.py): one that ends meanwhile
+        leaves the idle flag to batch_ended()."""
+        self._starting = True
+
+    def batch_ended(self, freed: bool) -> None:
+        """The batch is started; `freed`: some of its jobs ended in it (their slots are
+        free again)."""
+        if freed:
+            self._slot_freed()
+        self._settle_idle()
 
     def _settle_idle(self) -> None:
         """After a batch's loop: idle if no job runs (they may all have ended eagerly)."""
@@ -273,7 +294,7 @@ class Dispatcher:
             report_failure(task, job, CancelledFromInside(), sink, context)
         return False
 
-    async def _run(
+    async def run_job(
         self,
         job: Job,
         payload_text: str,
@@ -281,9 +302,9 @@ class Dispatcher:
         handlers: Handlers | None = None,
         checkpoint: str | None = None,
     ) -> None:
-        task = self._tasks.get(job.task)
+        task = self.tasks.get(job.task)
         try:
-            arguments = _arguments(task, job, payload_text, self._tasks, sink)
+            arguments = job_arguments(task, job, payload_text, self.tasks, sink)
             if task is None or arguments is None:
                 return  # failed at once: it can never run
             if handlers is not None:
@@ -296,7 +317,7 @@ class Dispatcher:
                 if task.timeout is None and task.is_async:  # the common case
                     result = await task.fn(**arguments)
                 else:
-                    result = await _invoke(task, arguments)
+                    result = await invoke(task, arguments)
             except asyncio.CancelledError:
                 if self.stopped(task, job, sink):
                     raise
@@ -306,26 +327,51 @@ class Dispatcher:
                 if result is None:  # the common case: encode_result(None), written out
                     sink.done(job, None)
                 else:
-                    try:
-                        result_text = encode_result(result)
-                    except (TypeError, ValueError) as exc:
-                        fail_now(job, unstorable_result(task, result, exc), sink)
-                    else:
-                        sink.done(job, result_text)
+                    record_result(task, job, result, sink)
             finally:
                 _current_job.reset(token)
         except Exception as exc:  # a bug of ours: the job's own exceptions are reported
             internal_error(task, job, exc, sink)
         finally:
-            mine = self._job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
-            newest = self.running.pop(job.id)
-            if newest is not job:  # a newer run of this job replaced us (start): it stays
-                self.running[job.id] = newest
-                if mine is not None:
-                    self._job_tasks[job.id] = mine
-            if not self.running and not self._starting:
-                self._idle.set()
-            self._slot_freed()
+            self._forget(job)
+
+    def finish(self, task: TaskSpec, job: Job, end: BaseException) -> None:
+        """A plain lane's job whose first step waited ended (job_tasks.Finishing): a
+        StopIteration with what the handler returned, or what it raised. Reported as
+        run_job reports it; a CancelledError that must propagate is raised again."""
+        try:
+            if type(end) is StopIteration:
+                if end.value is None:
+                    self.completer.done(job, None)
+                else:
+                    record_result(task, job, end.value, self.completer)
+            else:
+                self.raised(task, job, end, self.completer)
+        finally:
+            self._forget(job)
+
+    def raised(self, task: TaskSpec, job: Job, exc: BaseException, sink: Sink) -> None:
+        """A plain lane's handler raised: reported as run_job reports it (re-raised where
+        run_job lets it propagate: the worker stopping)."""
+        try:
+            if not isinstance(exc, asyncio.CancelledError):
+                report_failure(task, job, exc, sink)
+            elif self.stopped(task, job, sink):
+                raise exc
+        except Exception as error:  # a bug of ours
+            internal_error(task, job, error, sink)
+
+    def _forget(self, job: Job) -> None:
+        """A run of `job` that was a task ended: it no longer holds a slot."""
+        mine = self.job_tasks.pop(job.id, None)  # by id: cheaper than current_task()
+        newest = self.running.pop(job.id)
+        if newest is not job:  # a newer run of this job replaced us (start): it stays
+            self.running[job.id] = newest
+            if mine is not None:
+                self.job_tasks[job.id] = mine
+        if not self.running and not self._starting:
+            self._idle.set()
+        self._slot_freed()
 
     async def _run_logged(
         self,
@@ -335,7 +381,7 @@ class Dispatcher:
         handlers: Handlers | None = None,
         checkpoint: str | None = None,
     ) -> None:
-        """_run with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
+        """run_job with a DEBUG line at the job's start and one at its end (DEBUG on only)."""
         extra = job_fields(job)
         logger.debug(
             "job %s (%s) started on queue %s, attempt %s/%s",
@@ -349,7 +395,7 @@ class Dispatcher:
         observed = LoggedSink(sink)
         started = time.monotonic()
         try:
-            await self._run(job, payload_text, observed, handlers, checkpoint)
+            await self.run_job(job, payload_text, observed, handlers, checkpoint)
         finally:
             logger.debug(
                 "job %s (%s) ended after %.3f s: %s",
@@ -359,49 +405,3 @@ class Dispatcher:
                 observed.outcome,
                 extra=extra,
             )
-
-
-def _arguments(
-    task: TaskSpec | None,
-    job: Job,
-    payload_text: str,
-    tasks: Mapping[str, TaskSpec],
-    sink: Sink,
-) -> dict[str, Any] | None:
-    """The job's keyword arguments; None when it can never run (reported failed)."""
-    if task is None:
-        fail_now(job, unknown_task_message(job, tasks), sink)
-        return None
-    try:
-        payload = decode_payload(payload_text)
-        if not isinstance(payload, dict):
-            raise TypeError(f"payload is a JSON {type(payload).__name__}, not an object")
-        if payload.keys() != task.check_keywords.names:  # exactly those: nothing to check
-            task.check_keywords(payload)
-    except (TypeError, ValueError) as exc:  # decode_payload: ValueError for any JSON
-        # A payload cannot become valid: failed at once, not retried.
-        message = (
-            f"job {job.id} of task {job.task} cannot run: its payload does not match "
-            f"the task's arguments ({exc}); fix the producer and enqueue it again"
-        )
-        fail_now(job, message, sink)
-        return None
-    return payload
-
-
-async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
-    """Call a sync task in a thread, or any task under its timeout."""
-    if task.timeout is not None:
-        with anyio.move_on_after(task.timeout) as deadline:
-            result = await _call_fn(task, arguments)
-        if deadline.cancelled_caught:
-            raise TimeoutError(f"task {task.name} exceeded its {task.timeout} s timeout")
-        return result
-    return await _call_fn(task, arguments)
-
-
-async def _call_fn(task: TaskSpec, arguments: dict[str, Any]) -> Any:
-    if task.is_async:
-        return await task.fn(**arguments)
-    call = functools.partial(task.fn, **arguments)
-    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)

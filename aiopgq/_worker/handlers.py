@@ -23,6 +23,7 @@ from .._steps import LastStep, StepRun, Suspended
 from .completer import Sink
 from .contracts import QueueSpec, TaskSpec
 from .failures import fail_now, progress_columns, report_failure, unstorable_result
+from .invoke import call_fn
 from .progress import ProgressBoard
 from .stops import StopRequests
 
@@ -114,7 +115,7 @@ class Handlers:
             arguments = {**arguments, task.context_parameter: context}  # not in job.payload
         token = _current_job.set(job)
         try:
-            chain = self._chain(context, functools.partial(_invoke, task, arguments))
+            chain = self._chain(context, functools.partial(call_fn, task, arguments))
             if task.timeout is None:
                 result = await chain()
             else:
@@ -267,10 +268,3 @@ class _Once:
 
 async def _step(middleware: Middleware, context: JobContext, call_next: _Once) -> Any:
     return await middleware(context, call_next)
-
-
-async def _invoke(task: TaskSpec, arguments: dict[str, Any]) -> Any:
-    if task.is_async:
-        return await task.fn(**arguments)
-    call = functools.partial(task.fn, **arguments)
-    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)

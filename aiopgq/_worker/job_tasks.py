@@ -31,6 +31,9 @@ from typing import Any
 # A job's coroutine as the dispatcher starts it.
 JobRun = Coroutine[Any, Any, None]
 
+# Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
+JOB_TASK_PREFIX = "aiopgq job "
+
 # CPython 3.11 with asyncio's C tasks: start_now's path. (3.12 has eager tasks; 3.10's
 # Task takes no context, which the first step's copy must be given.)
 _START_NOW = (
@@ -75,12 +78,12 @@ def job_starter(loop: asyncio.AbstractEventLoop) -> JobStarter:
         eager_task = functools.partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg, unused-ignore]
         return JobStarter(loop, eager_task, eager=True)
     if _START_NOW:
-        return _StartNow(loop)
+        return StartNow(loop)
     # What loop.create_task does, without its Python wrapper (two calls per job).
     return JobStarter(loop, functools.partial(asyncio.Task, loop=loop), eager=False)
 
 
-class _StartNow(JobStarter):
+class StartNow(JobStarter):
     """CPython 3.11: each job's first step inside start(), in its own (not yet
     initialized) task. Around the batch the calling task is left, so that each job's
     task can be entered as the current one; it is entered again at the end."""
@@ -138,13 +141,22 @@ _init_task = asyncio.Task.__init__
 class _Starting(asyncio.Task):  # type: ignore[type-arg]
     """A job's task that may take its first step before it is initialized (start_now).
     Until then asyncio's C methods that need its loop raise RuntimeError, and get_coro()
-    would read a field not yet set: it answers with the job's coroutine instead."""
+    would read a field not yet set: it answers with the job's coroutine instead.
+    `job` is the job it runs, where the dispatcher's plain lane made it (it then has no
+    name until it is initialized: get_name() makes it from the job's id)."""
 
-    __slots__ = ("_started",)
+    __slots__ = ("_started", "job")
     _started: JobRun
+    job: Any
 
     def get_coro(self) -> Any:
         return self._started
+
+    def get_name(self) -> str:
+        name = super().get_name()
+        if name is None:  # a plain lane's task in its first step: named when it waits
+            return f"{JOB_TASK_PREFIX}{self.job.id}"
+        return name
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -226,3 +238,81 @@ _ENDED: Any = object()  # the job ended in its first step: _Resumed ends its tas
 # Done callbacks added to a task during its first step, by task (start_now adds them
 # once it is initialized).
 _callbacks: dict[_Starting, list[tuple[Callable[[Any], object], contextvars.Context | None]]] = {}
+
+
+# -- the dispatcher's plain lane (CPython 3.11): its first steps, written out ---------
+#
+# Dispatcher._start_plain runs each job's handler coroutine itself in a _Starting task,
+# with no coroutine of ours around it: a job that ends in that step costs no more. One
+# that waits becomes a task here, running the rest of the handler's coroutine through a
+# Finishing, which tells the dispatcher how it ended.
+
+new_starting: Callable[[], _Starting] = functools.partial(_Starting.__new__, _Starting)
+enter_task, leave_task = _enter_task, _leave_task
+
+
+# A task in here gathered done callbacks in its first step: it must end as a task.
+first_step_callbacks = _callbacks
+
+
+def forget_callbacks(task: _Starting) -> None:
+    """Its first step raised: the task will never run, nor its callbacks."""
+    _callbacks.pop(task, None)
+
+
+def become_task(
+    task: _Starting, rest: Any, loop: asyncio.AbstractEventLoop, context: contextvars.Context
+) -> None:
+    """Initialize a plain lane's task after its first step: it runs `rest` (a Finishing,
+    or a _Resumed that ends at once) from now on. As in start_now: its own cancel() of
+    that step is made again (initialization clears it), and the done callbacks it
+    gathered are added."""
+    cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
+    name = f"{JOB_TASK_PREFIX}{task.job.id}"
+    _init_task(task, rest, loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
+    if cancelled:
+        task.cancel(message)
+    for callback, callback_context in _callbacks.pop(task, ()):
+        task.add_done_callback(callback, context=callback_context)
+
+
+def ended_task(coro: Coroutine[Any, Any, Any]) -> Any:
+    """What a plain lane's task runs when its job ended in its first step but the task
+    gathered done callbacks: it ends at its first turn."""
+    return _Resumed(coro, _ENDED)
+
+
+class Finishing(_Resumed):
+    """What a plain lane's task runs when its job's first step waited: the rest of the
+    handler's coroutine (as _Resumed), then `ended(exception)` with how it ended: a
+    StopIteration carrying what it returned, or what it raised. The task then ends with
+    None, or with what `ended` raises (a CancelledError to propagate)."""
+
+    __slots__ = ("_ended",)
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        waits_for: Any,
+        ended: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(coro, waits_for)
+        self._ended = ended
+
+    def send(self, value: Any) -> Any:
+        if self._first is not _TAKEN:
+            first, self._first = self._first, _TAKEN
+            return first
+        try:
+            return self._coro.send(value)
+        except BaseException as exc:
+            self._ended(exc)
+        raise StopIteration
+
+    def throw(self, *args: Any) -> Any:
+        self._first = _TAKEN
+        try:
+            return self._coro.throw(*args)
+        except BaseException as exc:
+            self._ended(exc)
+        raise StopIteration

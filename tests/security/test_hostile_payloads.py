@@ -166,7 +166,7 @@ async def test_a_deep_checkpoint_raises_value_error_in_the_handler(
 async def test_an_internal_error_fails_the_attempt_instead_of_waiting_for_the_lease(
     queue: Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aiopgq._worker import dispatcher
+    from aiopgq._worker import invoke, plain_lane
 
     def broken(text: str) -> object:  # a bug of aiopgq's in the dispatch of a job
         raise RuntimeError("dispatch bug")
@@ -175,7 +175,8 @@ async def test_an_internal_error_fails_the_attempt_instead_of_waiting_for_the_le
     async def victim() -> None:
         raise AssertionError("not reached")
 
-    monkeypatch.setattr(dispatcher, "decode_payload", broken)
+    monkeypatch.setattr(invoke, "decode_payload", broken)
+    monkeypatch.setattr(plain_lane, "scan_json", broken)  # its decoder: then invoke's
     async with queue.worker(**LONG_LEASE):
         job = await victim.enqueue()
         (final,) = await eventually(lambda: finished(queue, [job.id]), within=30)
