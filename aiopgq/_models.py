@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from ._payload import decode_payload
+
 
 class JobStatus(str, enum.Enum):
     """Where a job is in its life: pending -> running -> done / failed / cancelled; a job
@@ -453,7 +455,25 @@ def instant(epoch: float, made: dict[float, datetime]) -> datetime:
     return found
 
 
-_current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("aiopgq_current_job")
+def claimed_job(row: asyncpg.Record | tuple[Any, ...], payload: Any = MISSING) -> Job:
+    """The Job of a claimed row (sql/claim/dequeue.sql), its payload decoded (or the
+    `payload` already decoded from it)."""
+    job, text = job_from_claimed_row(row, {})
+    decoded = decode_payload(text) if payload is MISSING else payload
+    object.__setattr__(job, "payload", decoded)  # built by us, not yet shared
+    return job
+
+
+def as_job(value: Job | asyncpg.Record) -> Job:
+    """A Job, or the claimed row of one as the dispatcher's plain lane keeps it (a Job
+    is made of a row only when something asks for it: most jobs never do)."""
+    return value if isinstance(value, Job) else claimed_job(value)
+
+
+# The job current_job() returns: its Job, or the claimed row it is made of when asked.
+_current_job: contextvars.ContextVar[Job | asyncpg.Record] = contextvars.ContextVar(
+    "aiopgq_current_job"
+)
 
 
 def current_job() -> Job:
@@ -469,6 +489,11 @@ def current_job() -> Job:
         RuntimeError: called outside a handler that a worker runs.
     """
     try:
-        return _current_job.get()
+        value = _current_job.get()
     except LookupError:
         raise RuntimeError("current_job() is only available inside a running task") from None
+    if isinstance(value, Job):
+        return value
+    job = claimed_job(value)
+    _current_job.set(job)  # in the handler's own context: made once
+    return job

@@ -142,8 +142,9 @@ class _Starting(asyncio.Task):  # type: ignore[type-arg]
     """A job's task that may take its first step before it is initialized (start_now).
     Until then asyncio's C methods that need its loop raise RuntimeError, and get_coro()
     would read a field not yet set: it answers with the job's coroutine instead.
-    `job` is the job it runs, where the dispatcher's plain lane made it (it then has no
-    name until it is initialized: get_name() makes it from the job's id)."""
+    `job` is the job it runs where the dispatcher's plain lane made it: its claimed row
+    during the first step (the task has no name yet: get_name() makes it from the
+    row's id), its Job once it waits."""
 
     __slots__ = ("_started", "job")
     _started: JobRun
@@ -155,7 +156,7 @@ class _Starting(asyncio.Task):  # type: ignore[type-arg]
     def get_name(self) -> str:
         name = super().get_name()
         if name is None:  # a plain lane's task in its first step: named when it waits
-            return f"{JOB_TASK_PREFIX}{self.job.id}"
+            return f"{JOB_TASK_PREFIX}{self.job[0]}"  # its claimed row: the id first
         return name
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
@@ -261,14 +262,18 @@ def forget_callbacks(task: _Starting) -> None:
 
 
 def become_task(
-    task: _Starting, rest: Any, loop: asyncio.AbstractEventLoop, context: contextvars.Context
+    task: _Starting,
+    rest: Any,
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context,
+    job_id: int,
 ) -> None:
     """Initialize a plain lane's task after its first step: it runs `rest` (a Finishing,
     or a _Resumed that ends at once) from now on. As in start_now: its own cancel() of
     that step is made again (initialization clears it), and the done callbacks it
     gathered are added."""
     cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
-    name = f"{JOB_TASK_PREFIX}{task.job.id}"
+    name = f"{JOB_TASK_PREFIX}{job_id}"
     _init_task(task, rest, loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
     if cancelled:
         task.cancel(message)

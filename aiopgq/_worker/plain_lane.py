@@ -23,7 +23,7 @@ from typing import Protocol
 
 import asyncpg
 
-from .._models import CLAIMED_STATUS, Job, _current_job, instant
+from .._models import Job, _current_job, claimed_job
 from .._payload import scan_json
 from .completer import Completer, Sink
 from .contracts import TaskSpec
@@ -75,18 +75,18 @@ def start_plain(
     tasks, job_tasks, running = dispatcher.tasks, dispatcher.job_tasks, dispatcher.running
     completer = dispatcher.completer
     started: list[asyncio.Task[None]] = []
-    instants: dict[float, datetime] = {}
+    instants: dict[float, datetime] = {}  # for start_row
     done_ids: list[int] = []  # ended in their first step, returning None
     done_attempts: list[int] = []
     set_job = _current_job.set
     # Each job's context is a copy of ours with the job set in it; ours gets its
     # value back after the batch.
-    outer: contextvars.Token[Job] | None = None
+    outer: contextvars.Token[Job | asyncpg.Record] | None = None
     dispatcher.batch_started()
     try:
         with starter:
             for row in rows:
-                job_id, queue, name, text, priority, attempts, max_attempts, run_at, made = row
+                job_id, _, name, text, _, attempts, _, _, _ = row
                 spec = tasks.get(name)
                 if (
                     spec is None
@@ -98,46 +98,33 @@ def start_plain(
                     continue
                 try:  # decode_payload's common case, written out
                     payload, end = scan_json(text, 0)
-                except Exception:  # _start_row's decode_payload says what is wrong
+                except Exception:  # start_row's decode_payload says what is wrong
                     end = -1
-                if (
-                    end != len(text)
-                    or type(payload) is not dict
-                    or payload.keys() != spec.check_keywords.names
-                ):
+                if end != len(text) or type(payload) is not dict:
                     start_row(row, instants, starter, completer, started)
                     continue
-                # job_from_claimed_row's Job, fields at their defaults left to the class
-                job = object.__new__(Job)
-                object.__setattr__(
-                    job,
-                    "__dict__",
-                    {
-                        "id": job_id,
-                        "task": name,
-                        "queue": queue,
-                        "payload": payload,
-                        "priority": priority,
-                        "run_at": instants.get(run_at) or instant(run_at, instants),
-                        "created_at": instants.get(made) or instant(made, instants),
-                        "status": CLAIMED_STATUS,
-                        "attempts": attempts,
-                        "max_attempts": max_attempts,
-                    },
-                )
+                if payload.keys() != spec.check_keywords.names:  # else nothing to check
+                    try:
+                        spec.check_keywords(payload)
+                    except TypeError:  # start_row reports it
+                        start_row(row, instants, starter, completer, started)
+                        continue
+                # No Job yet: the row stands for it (current_job() and the watchdog make
+                # one of it if they ask); one is made if the job fails, returns a value
+                # or waits.
                 if outer is None:
-                    outer = set_job(job)
+                    outer = set_job(row)
                 else:
-                    set_job(job)
+                    set_job(row)
                 context = contextvars.copy_context()
                 try:
                     coro = spec.fn(**payload)
                 except BaseException as exc:
-                    raised(spec, job, exc, completer)
+                    raised(spec, claimed_job(row, payload), exc, completer)
                     continue
                 task = new_starting()
                 task._started = coro
-                task.job = job
+                task.job = row
                 enter_task(loop, task)
                 try:
                     waits_for = context.run(coro.send, None)
@@ -147,19 +134,23 @@ def start_plain(
                         done_ids.append(job_id)
                         done_attempts.append(attempts)
                     else:
-                        record_result(spec, job, stop.value, completer)
+                        record_result(spec, claimed_job(row, payload), stop.value, completer)
                     if first_step_callbacks and task in first_step_callbacks:
-                        become_task(task, ended_task(coro), loop, context)  # ends as a task
+                        become_task(task, ended_task(coro), loop, context, job_id)  # ends as a task
                         started.append(task)
                     continue
                 except BaseException as exc:
                     leave_task(loop, task)
                     forget_callbacks(task)
-                    raised(spec, job, exc, completer)
+                    raised(spec, claimed_job(row, payload), exc, completer)
                     continue
                 leave_task(loop, task)
+                # It waits: from now on it is a running job like any other, one Job for
+                # all who ask (current_job() in its context, the dispatcher, the watchdog).
+                job = current_job_of(context, row, payload)
+                task.job = job
                 ended = functools.partial(dispatcher.finish, spec, job)
-                become_task(task, Finishing(coro, waits_for, ended), loop, context)
+                become_task(task, Finishing(coro, waits_for, ended), loop, context, job_id)
                 running[job_id] = job
                 job_tasks[job_id] = task
                 started.append(task)
@@ -170,3 +161,14 @@ def start_plain(
             completer.done_many(done_ids, done_attempts)
         dispatcher.batch_ended(freed=len(started) < len(rows))  # some ended here
     return started
+
+
+def current_job_of(context: contextvars.Context, row: asyncpg.Record, payload: object) -> Job:
+    """The Job of a plain lane's job that waits, the one current_job() returns in its
+    `context` (made there already if its handler asked)."""
+    value = context.get(_current_job)
+    if type(value) is Job:
+        return value
+    job = claimed_job(row, payload)
+    context.run(_current_job.set, job)
+    return job

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import anyio
 
-from .._models import Job
+from .._models import Job, as_job
 from .job_tasks import JOB_TASK_PREFIX
 
 logger = logging.getLogger("aiopgq.worker")
@@ -55,8 +55,9 @@ class LoopWatchdog:
             self.warnings += 1
             task = asyncio.current_task(loop)  # read-only peek from another thread
             name = task.get_name() if task else "?"
-            # A plain lane's task carries its job (it may not be in `running` yet).
-            job = getattr(task, "job", None) or self._job_for(name)
+            # A plain lane's task carries its job or claimed row (not in `running` yet).
+            carried = getattr(task, "job", None)
+            job = as_job(carried) if carried is not None else self._job_for(name)
             if job is not None:
                 logger.warning(
                     "event loop blocked for %.1f s by job %s (task %s): a handler must not "

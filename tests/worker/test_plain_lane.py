@@ -22,6 +22,7 @@ async def test_a_mixed_batch_ends_each_job_as_documented(
     @queue.task(name="lane.at_once")
     async def at_once(n: int) -> None:
         seen[f"at_once {n}"] = current_job()
+        assert current_job() is seen[f"at_once {n}"]  # made once, when first asked for
 
     @queue.task(name="lane.returns")
     async def returns(n: int) -> dict[str, int]:
@@ -48,6 +49,10 @@ async def test_a_mixed_batch_ends_each_job_as_documented(
     async def unstorable() -> object:
         return {1, 2}
 
+    @queue.task(name="lane.kwargs")
+    async def kwargs(**payload: int) -> int:
+        return sum(payload.values())
+
     @queue.task(name="lane.sync")
     def sync(n: int) -> int:
         time.sleep(0.01)
@@ -64,6 +69,7 @@ async def test_a_mixed_batch_ends_each_job_as_documented(
         "waits": await waits.enqueue(3),
         "waits_then_raises": await waits_then_raises.enqueue(),
         "unstorable": await unstorable.enqueue(),
+        "kwargs": await kwargs.enqueue(a=1, b=2),
         "sync": await sync.enqueue(4),
         "timeout": await timeout.enqueue(),
         "bad payload": await at_once.enqueue(5),
@@ -84,6 +90,7 @@ async def test_a_mixed_batch_ends_each_job_as_documented(
         "waits": JobStatus.DONE,
         "waits_then_raises": JobStatus.FAILED,
         "unstorable": JobStatus.FAILED,
+        "kwargs": JobStatus.DONE,
         "sync": JobStatus.DONE,
         "timeout": JobStatus.FAILED,
         "bad payload": JobStatus.FAILED,
@@ -91,6 +98,7 @@ async def test_a_mixed_batch_ends_each_job_as_documented(
     }
     assert ended["returns"].result == {"n": 2}
     assert ended["waits"].result == 6
+    assert ended["kwargs"].result == 3
     assert ended["sync"].result == 5
     errors = {name: job.last_error or "" for name, job in ended.items()}
     assert "ValueError: bad input" in errors["raises"]
