@@ -27,8 +27,8 @@ from .invoke import invoke, job_arguments, record_result
 from .job_tasks import (
     JOB_TASK_PREFIX,
     JobStarter,
-    StartNow,
     job_starter,
+    plain_starter,
 )
 from .observing import LoggedSink, ObservedSink, decode_trace_context
 from .plain_lane import start_plain
@@ -93,9 +93,11 @@ class Dispatcher:
         if self._observer is not None or self._handlers is not None:  # per batch: the
             return self._start_extended(rows, target, run)  # loop below stays as it was
         loop = asyncio.get_running_loop()
+        if sink is None and not debug:
+            plain = plain_starter(loop)
+            if plain is not None:
+                return start_plain(self, rows, plain, loop)
         starter = job_starter(loop)
-        if isinstance(starter, StartNow) and sink is None and not debug:
-            return start_plain(self, rows, starter, loop)
         started: list[asyncio.Task[None]] = []
         instants: dict[float, datetime] = {}
         self._starting = starter.eager

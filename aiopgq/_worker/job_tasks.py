@@ -17,6 +17,9 @@ it on exit), its context variables are a copy of its own.
   first step leaves the object to the garbage collector, never scheduled.
 - Otherwise (Python 3.10, a loop with a task factory, a pure-Python asyncio): a plain
   task, whose first step is at the loop's next turn.
+
+The dispatcher's plain lane (plain_lane.py) uses StartNow's way on CPython 3.11 to 3.13
+(`plain_starter`); the rest of a job that waits runs through a Finishing.
 """
 
 from __future__ import annotations
@@ -34,14 +37,17 @@ JobRun = Coroutine[Any, Any, None]
 # Each job runs in an asyncio task of this name plus its id: the watchdog reads it.
 JOB_TASK_PREFIX = "aiopgq job "
 
-# CPython 3.11 with asyncio's C tasks: start_now's path. (3.12 has eager tasks; 3.10's
-# Task takes no context, which the first step's copy must be given.)
-_START_NOW = (
-    sys.version_info[:2] == (3, 11)
+# CPython with asyncio's C tasks, 3.11 to 3.13 (tested on each): a task can be made
+# first and initialized later, as StartNow does. (3.10's Task takes no context, which
+# the first step's copy must be given; 3.14 keeps its tasks in a new registry.)
+_C_TASKS = (
+    (3, 11) <= sys.version_info[:2] <= (3, 13)
     and sys.implementation.name == "cpython"
     and asyncio.Task is getattr(asyncio.tasks, "_CTask", None)
     and asyncio.tasks._enter_task is getattr(asyncio.tasks, "_c_enter_task", None)
 )
+# The general path's starter: StartNow on 3.11, asyncio's eager tasks from 3.12 on.
+_START_NOW = _C_TASKS and sys.version_info[:2] == (3, 11)
 _EAGER_TASKS = sys.version_info >= (3, 12)
 
 
@@ -83,10 +89,19 @@ def job_starter(loop: asyncio.AbstractEventLoop) -> JobStarter:
     return JobStarter(loop, functools.partial(asyncio.Task, loop=loop), eager=False)
 
 
+def plain_starter(loop: asyncio.AbstractEventLoop) -> StartNow | None:
+    """The starter of the dispatcher's plain lane (plain_lane.py), where this Python and
+    this loop allow it: a StartNow on CPython 3.11 to 3.13 with no task factory."""
+    if _C_TASKS and loop.get_task_factory() is None:
+        return StartNow(loop)
+    return None
+
+
 class StartNow(JobStarter):
-    """CPython 3.11: each job's first step inside start(), in its own (not yet
-    initialized) task. Around the batch the calling task is left, so that each job's
-    task can be entered as the current one; it is entered again at the end."""
+    """CPython 3.11 (and the plain lane to 3.13): each job's first step inside start(),
+    in its own (not yet initialized) task. Around the batch the calling task is left,
+    so that each job's task can be entered as the current one; it is entered again at
+    the end."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop, self._start_now, eager=True)
@@ -241,7 +256,7 @@ _ENDED: Any = object()  # the job ended in its first step: _Resumed ends its tas
 _callbacks: dict[_Starting, list[tuple[Callable[[Any], object], contextvars.Context | None]]] = {}
 
 
-# -- the dispatcher's plain lane (CPython 3.11): its first steps, written out ---------
+# -- the dispatcher's plain lane (CPython 3.11-3.13): its first steps, written out -----
 #
 # Dispatcher._start_plain runs each job's handler coroutine itself in a _Starting task,
 # with no coroutine of ours around it: a job that ends in that step costs no more. One

@@ -1,5 +1,5 @@
-"""The dispatcher's plain lane (CPython 3.11): a batch's jobs started with no coroutine
-of ours around their handlers.
+"""The dispatcher's plain lane (CPython 3.11 to 3.13): a batch's jobs started with no
+coroutine of ours around their handlers.
 
 The common case: no observer, no handlers, no DEBUG, outcomes to the completer. A job of
 an `async def` task without a timeout whose payload fits runs its handler's first step
