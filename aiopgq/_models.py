@@ -411,8 +411,7 @@ def errors_from_json(text: str | None) -> tuple[JobError, ...]:
     )
 
 
-CLAIMED_STATUS = JobStatus.RUNNING
-_CLAIMED = job_fields(status=CLAIMED_STATUS)  # the fields all claimed Jobs share
+_CLAIMED = job_fields(status=JobStatus.RUNNING)  # the fields all claimed Jobs share
 
 
 def job_from_claimed_row(
@@ -435,14 +434,14 @@ def job_from_claimed_row(
     values["attempts"] = attempts
     values["max_attempts"] = max_attempts
     # Jobs enqueued together share their instants: a lookup, not a call, for most.
-    values["run_at"] = instants.get(run_at) or instant(run_at, instants)
-    values["created_at"] = instants.get(created_at) or instant(created_at, instants)
+    values["run_at"] = instants.get(run_at) or _instant(run_at, instants)
+    values["created_at"] = instants.get(created_at) or _instant(created_at, instants)
     job = object.__new__(Job)  # job_of(values), written out: once per claimed job
     object.__setattr__(job, "__dict__", values)
     return job, payload
 
 
-def instant(epoch: float, made: dict[float, datetime]) -> datetime:
+def _instant(epoch: float, made: dict[float, datetime]) -> datetime:
     """The datetime asyncpg would have decoded (exact to the microsecond until 2106);
     `made` keeps those of the batch so far (jobs enqueued together share them)."""
     found = made.get(epoch)

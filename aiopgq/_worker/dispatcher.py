@@ -320,13 +320,10 @@ class Dispatcher:
                     result = await task.fn(**arguments)
                 else:
                     result = await invoke(task, arguments)
-            except asyncio.CancelledError:
-                if self.stopped(task, job, sink):
-                    raise
             except BaseException as exc:
-                report_failure(task, job, exc, sink)
+                self.raised(task, job, exc, sink)
             else:
-                if result is None:  # the common case: encode_result(None), written out
+                if result is None:  # the common case: no call
                     sink.done(job, None)
                 else:
                     record_result(task, job, result, sink)
@@ -343,18 +340,15 @@ class Dispatcher:
         run_job reports it; a CancelledError that must propagate is raised again."""
         try:
             if type(end) is StopIteration:
-                if end.value is None:
-                    self.completer.done(job, None)
-                else:
-                    record_result(task, job, end.value, self.completer)
+                record_result(task, job, end.value, self.completer)
             else:
                 self.raised(task, job, end, self.completer)
         finally:
             self._forget(job)
 
     def raised(self, task: TaskSpec, job: Job, exc: BaseException, sink: Sink) -> None:
-        """A plain lane's handler raised: reported as run_job reports it (re-raised where
-        run_job lets it propagate: the worker stopping)."""
+        """A handler raised `exc`: a failed attempt, or a cancellation (stopped();
+        raised again where it must propagate: the worker stopping)."""
         try:
             if not isinstance(exc, asyncio.CancelledError):
                 report_failure(task, job, exc, sink)

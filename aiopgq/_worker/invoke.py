@@ -17,8 +17,11 @@ from .failures import fail_now, unknown_task_message, unstorable_result
 
 
 def record_result(task: TaskSpec, job: Job, result: Any, sink: Sink) -> None:
-    """A handler returned `result` (not None): done with it, or failed when it cannot
-    be stored as JSON."""
+    """A handler returned `result`: done with it, or failed when it cannot be stored as
+    JSON."""
+    if result is None:
+        sink.done(job, None)
+        return
     try:
         result_text = encode_result(result)
     except (TypeError, ValueError) as exc:

@@ -110,12 +110,12 @@ class StartNow(JobStarter):
     def __enter__(self) -> JobStarter:
         self._caller = caller = asyncio.current_task(self._loop)
         if caller is not None:
-            _leave_task(self._loop, caller)
+            leave_task(self._loop, caller)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         if self._caller is not None:
-            _enter_task(self._loop, self._caller)
+            enter_task(self._loop, self._caller)
             self._caller = None
 
     def _start_now(self, coro: JobRun, *, name: str) -> asyncio.Task[None] | None:
@@ -124,32 +124,25 @@ class StartNow(JobStarter):
         task._started = coro
         task.set_name(name)  # the watchdog reads it, during the first step too
         context = contextvars.copy_context()
-        _enter_task(loop, task)
+        enter_task(loop, task)
         try:
             waits_for = context.run(coro.send, None)
         except StopIteration:
-            if not _callbacks or task not in _callbacks:
+            if not first_step_callbacks or task not in first_step_callbacks:
                 return None  # ended: nothing was scheduled, nothing registered
             waits_for = _ENDED  # callbacks wait for it: it ends as a task, at once
         except BaseException:
-            _callbacks.pop(task, None)  # what the caller gets instead of a task
+            first_step_callbacks.pop(task, None)  # what the caller gets instead of a task
             raise
         finally:
-            _leave_task(loop, task)
-        # It waits: the task becomes a real one, which goes on from where it stands. A
-        # cancel() made during the first step (the handler's own) is made again: the
-        # initialization clears it; so are the done callbacks added meanwhile.
-        cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
-        _init_task(task, _Resumed(coro, waits_for), loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
-        if cancelled:
-            task.cancel(message)
-        for callback, callback_context in _callbacks.pop(task, ()):
-            task.add_done_callback(callback, context=callback_context)
+            leave_task(loop, task)
+        # It waits: the task becomes a real one, which goes on from where it stands.
+        become_task(task, _Resumed(coro, waits_for), loop, context, name)
         return task
 
 
-_enter_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._enter_task
-_leave_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._leave_task
+enter_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._enter_task
+leave_task: Callable[[asyncio.AbstractEventLoop, Any], None] = asyncio.tasks._leave_task
 _init_task = asyncio.Task.__init__
 
 
@@ -187,14 +180,14 @@ class _Starting(asyncio.Task):  # type: ignore[type-arg]
             return
         # Added during the first step: kept until the task is initialized (start_now
         # initializes it, at once, even when the job ended in that step).
-        _callbacks.setdefault(self, []).append((fn, context))
+        first_step_callbacks.setdefault(self, []).append((fn, context))
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
         if self._loop is not None:
             return super().remove_done_callback(fn)
-        kept = _callbacks.get(self, [])
+        kept = first_step_callbacks.get(self, [])
         left = [(f, c) for f, c in kept if f != fn]
-        _callbacks[self] = left
+        first_step_callbacks[self] = left
         return len(kept) - len(left)
 
     def __repr__(self) -> str:
@@ -253,27 +246,19 @@ _ENDED: Any = object()  # the job ended in its first step: _Resumed ends its tas
 
 # Done callbacks added to a task during its first step, by task (start_now adds them
 # once it is initialized).
-_callbacks: dict[_Starting, list[tuple[Callable[[Any], object], contextvars.Context | None]]] = {}
+first_step_callbacks: dict[
+    _Starting, list[tuple[Callable[[Any], object], contextvars.Context | None]]
+] = {}
 
 
 # -- the dispatcher's plain lane (CPython 3.11-3.13): its first steps, written out -----
 #
-# Dispatcher._start_plain runs each job's handler coroutine itself in a _Starting task,
+# plain_lane.start_plain runs each job's handler coroutine itself in a _Starting task,
 # with no coroutine of ours around it: a job that ends in that step costs no more. One
 # that waits becomes a task here, running the rest of the handler's coroutine through a
 # Finishing, which tells the dispatcher how it ended.
 
 new_starting: Callable[[], _Starting] = functools.partial(_Starting.__new__, _Starting)
-enter_task, leave_task = _enter_task, _leave_task
-
-
-# A task in here gathered done callbacks in its first step: it must end as a task.
-first_step_callbacks = _callbacks
-
-
-def forget_callbacks(task: _Starting) -> None:
-    """Its first step raised: the task will never run, nor its callbacks."""
-    _callbacks.pop(task, None)
 
 
 def become_task(
@@ -281,18 +266,17 @@ def become_task(
     rest: Any,
     loop: asyncio.AbstractEventLoop,
     context: contextvars.Context,
-    job_id: int,
+    name: str,
 ) -> None:
-    """Initialize a plain lane's task after its first step: it runs `rest` (a Finishing,
-    or a _Resumed that ends at once) from now on. As in start_now: its own cancel() of
-    that step is made again (initialization clears it), and the done callbacks it
-    gathered are added."""
+    """Initialize a task after its first step (start_now, the plain lane): it runs `rest`
+    (a _Resumed, a Finishing) from now on. A cancel() made during that step (the
+    handler's own) is made again: the initialization clears it; so are the done
+    callbacks gathered meanwhile."""
     cancelled, message = task._must_cancel, task._cancel_message  # type: ignore[attr-defined]
-    name = f"{JOB_TASK_PREFIX}{job_id}"
     _init_task(task, rest, loop=loop, name=name, context=context)  # type: ignore[call-arg, unused-ignore]
     if cancelled:
         task.cancel(message)
-    for callback, callback_context in _callbacks.pop(task, ()):
+    for callback, callback_context in first_step_callbacks.pop(task, ()):
         task.add_done_callback(callback, context=callback_context)
 
 

@@ -29,6 +29,7 @@ from .completer import Completer, Sink
 from .contracts import TaskSpec
 from .invoke import record_result
 from .job_tasks import (
+    JOB_TASK_PREFIX,
     Finishing,
     JobStarter,
     StartNow,
@@ -36,7 +37,6 @@ from .job_tasks import (
     ended_task,
     enter_task,
     first_step_callbacks,
-    forget_callbacks,
     leave_task,
     new_starting,
 )
@@ -136,12 +136,14 @@ def start_plain(
                     else:
                         record_result(spec, claimed_job(row, payload), stop.value, completer)
                     if first_step_callbacks and task in first_step_callbacks:
-                        become_task(task, ended_task(coro), loop, context, job_id)  # ends as a task
+                        become_task(
+                            task, ended_task(coro), loop, context, f"{JOB_TASK_PREFIX}{job_id}"
+                        )
                         started.append(task)
                     continue
                 except BaseException as exc:
                     leave_task(loop, task)
-                    forget_callbacks(task)
+                    first_step_callbacks.pop(task, None)  # it will never run
                     raised(spec, claimed_job(row, payload), exc, completer)
                     continue
                 leave_task(loop, task)
@@ -150,7 +152,8 @@ def start_plain(
                 job = current_job_of(context, row, payload)
                 task.job = job
                 ended = functools.partial(dispatcher.finish, spec, job)
-                become_task(task, Finishing(coro, waits_for, ended), loop, context, job_id)
+                name = f"{JOB_TASK_PREFIX}{job_id}"
+                become_task(task, Finishing(coro, waits_for, ended), loop, context, name)
                 running[job_id] = job
                 job_tasks[job_id] = task
                 started.append(task)
